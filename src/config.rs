@@ -1,0 +1,335 @@
+//! The operator's configuration: `config/fdsync.toml` plus `FDSYNC_<SECTION>__<KEY>`
+//! environment overrides, validated into plain values before anything runs.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Everything that can be wrong with the configuration. Each message names the
+/// file, key or variable at fault and what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source} (pass --config PATH or create it from config/fdsync.toml)")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path} is not valid: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("environment variable {var}: {message}")]
+    Env { var: String, message: String },
+    #[error("API key missing: set the environment variable {var} (or upstream.api_key_file) to your pk_live_ key")]
+    KeyMissing { var: String },
+    #[error(
+        "API key from {source_name} is malformed: keys start with pk_live_ (check for a stray prefix, quote or newline)"
+    )]
+    KeyMalformed { source_name: String },
+    #[error("cannot read API key file {path}: {source}")]
+    KeyFile { path: PathBuf, source: std::io::Error },
+    #[error("pipeline file {path}: {message}")]
+    Pipeline { path: PathBuf, message: String },
+}
+
+/// `[upstream]`: where the service is and how to authenticate.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Base address of the service, without the `/api/v1` prefix.
+    pub base_url: String,
+    /// Name of the environment variable holding the API key.
+    #[serde(default = "default_key_env")]
+    pub api_key_env: String,
+    /// A file holding the API key (a mounted Kubernetes secret); wins over the variable.
+    pub api_key_file: Option<PathBuf>,
+    /// Plan hint used for pacing until the service's headers say otherwise.
+    pub plan: Option<Plan>,
+    /// Seconds before one request attempt is abandoned.
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+    /// Attempts per request on retriable failures (5xx, resets, timeouts, 429 rate_limited).
+    #[serde(default = "default_attempts")]
+    pub max_attempts: usize,
+}
+
+fn default_key_env() -> String {
+    "FDSYNC_API_KEY".into()
+}
+fn default_timeout() -> u64 {
+    30
+}
+fn default_attempts() -> usize {
+    6
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Plan {
+    Free,
+    Build,
+    Scale,
+}
+
+impl Plan {
+    /// Published per-minute limit, where the plan has a fixed one.
+    pub fn per_minute(self) -> Option<u32> {
+        match self {
+            Plan::Free => Some(30),
+            Plan::Build => Some(300),
+            Plan::Scale => None,
+        }
+    }
+}
+
+/// `[warehouse]`: where rows land.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WarehouseConfig {
+    /// The embedded DuckDB database file.
+    pub duckdb: PathBuf,
+    /// Optional Parquet output folder. Not available yet: setting it is an error
+    /// rather than a silently ignored sink.
+    pub parquet_dir: Option<String>,
+}
+
+/// `[universe]`: what to mirror.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UniverseConfig {
+    /// Company identifiers: tickers, CIKs (padded or not) or platform keys like `TW:2330`.
+    #[serde(default)]
+    pub companies: Vec<String>,
+    #[serde(default)]
+    pub countries: Vec<String>,
+    #[serde(default)]
+    pub geo_layers: Vec<String>,
+}
+
+/// `[pipelines]`: which declarative pipeline files to load.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelinesConfig {
+    #[serde(default = "default_pipelines_dir")]
+    pub dir: PathBuf,
+    /// Names to run; default every file in `dir`.
+    pub enabled: Option<Vec<String>>,
+}
+
+impl Default for PipelinesConfig {
+    fn default() -> Self {
+        PipelinesConfig {
+            dir: default_pipelines_dir(),
+            enabled: None,
+        }
+    }
+}
+
+fn default_pipelines_dir() -> PathBuf {
+    "pipelines".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub upstream: UpstreamConfig,
+    pub warehouse: WarehouseConfig,
+    #[serde(default)]
+    pub universe: UniverseConfig,
+    #[serde(default)]
+    pub pipelines: PipelinesConfig,
+}
+
+const ENV_PREFIX: &str = "FDSYNC_";
+
+impl Config {
+    /// Reads `path` and applies `FDSYNC_<SECTION>__<KEY>` overrides from the process environment.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::from_toml(&text, path, std::env::vars())
+    }
+
+    /// Parses `text` (named `path` in errors) with the given environment overrides.
+    pub fn from_toml(
+        text: &str,
+        path: &Path,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let mut doc: toml::Table = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        for (var, value) in env {
+            let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
+                continue;
+            };
+            let Some((section, key)) = rest.split_once("__") else {
+                continue;
+            };
+            let (section, key) = (section.to_ascii_lowercase(), key.to_ascii_lowercase());
+            let table = doc
+                .entry(section.clone())
+                .or_insert_with(|| toml::Value::Table(Default::default()))
+                .as_table_mut()
+                .ok_or_else(|| ConfigError::Env {
+                    var: var.clone(),
+                    message: format!("[{section}] is not a table in {}", path.display()),
+                })?;
+            table.insert(key, env_value(&value));
+        }
+        let config: Config = toml::Value::Table(doc)
+            .try_into()
+            .map_err(|e: toml::de::Error| invalid(e.to_string()))?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let base = url::Url::parse(&self.upstream.base_url).map_err(|e| {
+            invalid(format!(
+                "upstream.base_url {:?}: {e} (expected e.g. http://127.0.0.1:8080)",
+                self.upstream.base_url
+            ))
+        })?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(invalid(format!(
+                "upstream.base_url must be http or https, got {}",
+                base.scheme()
+            )));
+        }
+        if base.path().trim_end_matches('/').ends_with("/api/v1") {
+            return Err(invalid(
+                "upstream.base_url must not include /api/v1: fdsync adds it".into(),
+            ));
+        }
+        if let Some(dir) = &self.warehouse.parquet_dir {
+            return Err(invalid(format!(
+                "warehouse.parquet_dir = {dir:?}: the Parquet sink is not available in this version; remove the key (DuckDB is always written)"
+            )));
+        }
+        if self.upstream.max_attempts == 0 {
+            return Err(invalid("upstream.max_attempts must be at least 1".into()));
+        }
+        for id in &self.universe.companies {
+            if id.trim().is_empty() || id.contains('/') {
+                return Err(invalid(format!("universe.companies has an invalid identifier {id:?}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the API key from `api_key_file` or the variable `api_key_env`.
+    pub fn api_key(&self) -> Result<ApiKey, ConfigError> {
+        if let Some(file) = &self.upstream.api_key_file {
+            let text = std::fs::read_to_string(file).map_err(|source| ConfigError::KeyFile {
+                path: file.clone(),
+                source,
+            })?;
+            return ApiKey::parse(text.trim(), &format!("file {}", file.display()));
+        }
+        let var = &self.upstream.api_key_env;
+        match std::env::var(var) {
+            Ok(value) if !value.trim().is_empty() => ApiKey::parse(value.trim(), &format!("variable {var}")),
+            _ => Err(ConfigError::KeyMissing { var: var.clone() }),
+        }
+    }
+}
+
+/// An override value is TOML when it parses as one (`["A","B"]`, `30`, `true`), else a string.
+fn env_value(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_owned()))
+}
+
+/// An upstream API key. It cannot be printed: `Debug` and `Display` redact it, and
+/// the only way to the secret is [`ApiKey::expose`], used when building a request.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+pub const KEY_PREFIX: &str = "pk_live_";
+
+impl ApiKey {
+    pub fn parse(value: &str, source_name: &str) -> Result<ApiKey, ConfigError> {
+        let well_formed = value.starts_with(KEY_PREFIX)
+            && value.len() > KEY_PREFIX.len()
+            && value.bytes().all(|b| b.is_ascii_graphic());
+        if well_formed {
+            Ok(ApiKey(value.to_owned()))
+        } else {
+            Err(ConfigError::KeyMalformed {
+                source_name: source_name.to_owned(),
+            })
+        }
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(pk_live_…redacted)")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("pk_live_…redacted")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[upstream]
+base_url = "http://127.0.0.1:8080"
+[warehouse]
+duckdb = "data/fdsync.duckdb"
+[universe]
+companies = ["AAPL"]
+"#;
+
+    #[test]
+    fn env_overrides_take_typed_values() {
+        let env = [
+            (
+                "FDSYNC_UPSTREAM__BASE_URL".to_string(),
+                "http://127.0.0.1:9999".to_string(),
+            ),
+            (
+                "FDSYNC_UNIVERSE__COMPANIES".to_string(),
+                r#"["MSFT","TW:2330"]"#.to_string(),
+            ),
+            ("FDSYNC_API_KEY".to_string(), "pk_live_x".to_string()),
+        ];
+        let config = Config::from_toml(BASE, Path::new("t.toml"), env).unwrap();
+        assert_eq!(config.upstream.base_url, "http://127.0.0.1:9999");
+        assert_eq!(config.universe.companies, ["MSFT", "TW:2330"]);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let env = [("FDSYNC_UPSTREAM__BASEURL".to_string(), "x".to_string())];
+        let err = Config::from_toml(BASE, Path::new("t.toml"), env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("baseurl"), "{err}");
+    }
+
+    #[test]
+    fn key_is_redacted_and_validated() {
+        let key = ApiKey::parse("pk_live_secret123", "test").unwrap();
+        assert!(!format!("{key:?} {key}").contains("secret123"));
+        assert!(ApiKey::parse("sk_live_secret123", "test").is_err());
+        assert!(ApiKey::parse("pk_live_", "test").is_err());
+    }
+}

@@ -1,0 +1,563 @@
+//! `fdsync emulator`: the upstream service, served from a seeded synthetic world.
+//!
+//! As strict as the published spec and the wire contract: authentication as in
+//! spec section 5, per-minute and per-day/month limits in fixed UTC windows, the
+//! rate-limit and quota headers on every response, 429s with `Retry-After`, and
+//! 400/404 bodies as the spec lists them. [`Emulator::router`] serves tests with
+//! no socket; [`spawn`] binds loopback.
+
+pub mod world;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::{DateTime, Datelike, DurationRound, NaiveDate, TimeZone, Utc};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::clock::Clock;
+use crate::config::KEY_PREFIX;
+use crate::wire::ErrorBody;
+use world::World;
+
+/// A plan's limits. Windows are fixed UTC windows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanLimits {
+    pub name: String,
+    pub per_minute: u64,
+    pub quota: Option<(QuotaPeriod, u64)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaPeriod {
+    Day,
+    Month,
+}
+
+impl PlanLimits {
+    pub fn free() -> PlanLimits {
+        PlanLimits {
+            name: "free".into(),
+            per_minute: 30,
+            quota: Some((QuotaPeriod::Day, 250)),
+        }
+    }
+    pub fn build() -> PlanLimits {
+        PlanLimits {
+            name: "build".into(),
+            per_minute: 300,
+            quota: Some((QuotaPeriod::Month, 100_000)),
+        }
+    }
+    /// Scale plans are set per account.
+    pub fn scale(per_minute: u64, quota: Option<(QuotaPeriod, u64)>) -> PlanLimits {
+        PlanLimits {
+            name: "scale".into(),
+            per_minute,
+            quota,
+        }
+    }
+
+    /// `free`, `build`, or `scale:PER_MINUTE[:PER_MONTH]`.
+    pub fn parse(s: &str) -> Option<PlanLimits> {
+        let mut parts = s.split(':');
+        match parts.next()? {
+            "free" => Some(PlanLimits::free()),
+            "build" => Some(PlanLimits::build()),
+            "scale" => {
+                let per_minute = parts.next()?.parse().ok()?;
+                let quota = match parts.next() {
+                    Some(m) => Some((QuotaPeriod::Month, m.parse().ok()?)),
+                    None => None,
+                };
+                Some(PlanLimits::scale(per_minute, quota))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Which rate-limit header form responses carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderForm {
+    Legacy,
+    Ietf,
+    Both,
+}
+
+#[derive(Debug, Clone)]
+pub struct Account {
+    pub name: String,
+    pub plan: PlanLimits,
+    pub keys: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct EmulatorConfig {
+    pub seed: u64,
+    pub clock: Clock,
+    pub accounts: Vec<Account>,
+    pub header_form: HeaderForm,
+    /// Generated companies beside the named ones.
+    pub generated_companies: u64,
+    pub sales_email: String,
+}
+
+/// Keys every emulator knows unless told otherwise, documented in the README.
+pub const DEMO_FREE_KEY: &str = "pk_live_emulator_free_0001";
+pub const DEMO_BUILD_KEY: &str = "pk_live_emulator_build_0001";
+
+impl Default for EmulatorConfig {
+    fn default() -> Self {
+        EmulatorConfig {
+            seed: 42,
+            clock: Clock::System,
+            accounts: vec![
+                Account {
+                    name: "free-demo".into(),
+                    plan: PlanLimits::free(),
+                    keys: vec![DEMO_FREE_KEY.into()],
+                },
+                Account {
+                    name: "build-demo".into(),
+                    plan: PlanLimits::build(),
+                    keys: vec![DEMO_BUILD_KEY.into()],
+                },
+            ],
+            header_form: HeaderForm::Legacy,
+            generated_companies: 5000,
+            sales_email: "sales@example.invalid".into(),
+        }
+    }
+}
+
+/// What the emulator has answered, for tests and the demo.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub requests: u64,
+    pub by_status: HashMap<u16, u64>,
+    pub rate_limited: u64,
+    pub quota_exceeded: u64,
+}
+
+#[derive(Default)]
+struct Usage {
+    minute: Option<(DateTime<Utc>, u64)>,
+    quota: Option<(DateTime<Utc>, u64)>,
+}
+
+struct AppState {
+    world: World,
+    clock: Clock,
+    header_form: HeaderForm,
+    sales_email: String,
+    /// SHA-256 of each key -> account index; the keys themselves are not kept.
+    key_hashes: HashMap<[u8; 32], usize>,
+    accounts: Vec<Account>,
+    usage: Mutex<HashMap<String, Usage>>,
+    stats: Mutex<Stats>,
+}
+
+#[derive(Clone)]
+pub struct Emulator {
+    state: Arc<AppState>,
+}
+
+fn sha256(s: &str) -> [u8; 32] {
+    Sha256::digest(s.as_bytes()).into()
+}
+
+/// An error response with the spec's body.
+pub struct ApiError {
+    status: StatusCode,
+    body: ErrorBody,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            body: ErrorBody {
+                error: message.into(),
+                ..Default::default()
+            },
+        }
+    }
+    fn code(mut self, code: &str) -> ApiError {
+        self.body.code = Some(code.into());
+        self
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body)).into_response()
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+impl Emulator {
+    pub fn new(config: EmulatorConfig) -> Emulator {
+        let mut key_hashes = HashMap::new();
+        for (i, account) in config.accounts.iter().enumerate() {
+            for key in account.keys.iter().take(10) {
+                key_hashes.insert(sha256(key), i);
+            }
+        }
+        let accounts = config
+            .accounts
+            .into_iter()
+            .map(|a| Account { keys: Vec::new(), ..a })
+            .collect();
+        Emulator {
+            state: Arc::new(AppState {
+                world: World::new(config.seed, config.generated_companies),
+                clock: config.clock,
+                header_form: config.header_form,
+                sales_email: config.sales_email,
+                key_hashes,
+                accounts,
+                usage: Mutex::new(HashMap::new()),
+                stats: Mutex::new(Stats::default()),
+            }),
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.state.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.state.clock
+    }
+
+    pub fn router(&self) -> Router {
+        let public = Router::new()
+            .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
+            .route("/api/v1/landing/coverage", get(coverage));
+        let data = Router::new()
+            .route("/api/v1/companies/{id}", get(company))
+            .route("/api/v1/companies/{id}/prices", get(prices))
+            .route("/api/v1/companies/{id}/dividends", get(dividends))
+            .route("/api/v1/indices", get(indices))
+            .route("/api/v1/keys", get(account_surface))
+            .route("/api/v1/billing", get(account_surface))
+            .route("/api/v1/watchlists", get(account_surface))
+            .route("/api/v1/workspace", get(account_surface))
+            .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+            .layer(middleware::from_fn_with_state(self.state.clone(), gate));
+        public
+            .layer(middleware::from_fn_with_state(self.state.clone(), count))
+            .merge(data)
+            .with_state(self.state.clone())
+    }
+}
+
+/// A running emulator on loopback.
+pub struct RunningEmulator {
+    pub addr: SocketAddr,
+    pub emulator: Emulator,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl RunningEmulator {
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for RunningEmulator {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Binds `addr` (port 0 for any) and serves until the returned handle is dropped.
+pub async fn spawn(config: EmulatorConfig, addr: SocketAddr) -> std::io::Result<RunningEmulator> {
+    let emulator = Emulator::new(config);
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let app = emulator.router();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(async {
+                let _ = rx.await;
+            })
+            .await;
+    });
+    Ok(RunningEmulator {
+        addr,
+        emulator,
+        shutdown: Some(tx),
+    })
+}
+
+fn record_status(state: &AppState, status: StatusCode) {
+    let mut stats = state.stats.lock().unwrap_or_else(|e| e.into_inner());
+    stats.requests += 1;
+    *stats.by_status.entry(status.as_u16()).or_default() += 1;
+}
+
+/// Public routes need no credential; they are counted per caller address at
+/// the Free plan's limits.
+async fn count(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let caller = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
+        .unwrap_or_else(|| "local".into());
+    limited(&state, &format!("anon:{caller}"), &PlanLimits::free(), req, next).await
+}
+
+/// Authenticates the data routes (spec section 5), then applies the account's limits.
+async fn gate(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let account = match authenticate(&state, req.headers()) {
+        Ok(i) => i,
+        Err(e) => {
+            let response = e.into_response();
+            record_status(&state, response.status());
+            return response;
+        }
+    };
+    let plan = state.accounts[account].plan.clone();
+    let name = state.accounts[account].name.clone();
+    limited(&state, &format!("acct:{name}"), &plan, req, next).await
+}
+
+fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<usize, ApiError> {
+    let unauthenticated = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, m).code("unauthenticated");
+    // X-API-KEY wins when both are sent.
+    let key = match headers.get("x-api-key") {
+        Some(v) => v
+            .to_str()
+            .map_err(|_| unauthenticated("X-API-KEY is not valid text"))?
+            .trim()
+            .to_owned(),
+        None => match headers.get("authorization") {
+            Some(v) => {
+                let v = v
+                    .to_str()
+                    .map_err(|_| unauthenticated("Authorization is not valid text"))?;
+                v.strip_prefix("Bearer ")
+                    .ok_or_else(|| unauthenticated("Authorization must be 'Bearer <API_KEY>'"))?
+                    .trim()
+                    .to_owned()
+            }
+            None => {
+                return Err(unauthenticated(
+                    "missing credential: send X-API-KEY or Authorization: Bearer",
+                ));
+            }
+        },
+    };
+    if !key.starts_with(KEY_PREFIX) {
+        return Err(unauthenticated("malformed API key: keys begin with pk_live_"));
+    }
+    state
+        .key_hashes
+        .get(&sha256(&key))
+        .copied()
+        .ok_or_else(|| unauthenticated("invalid or revoked API key"))
+}
+
+fn window_start(now: DateTime<Utc>, period: QuotaPeriod) -> DateTime<Utc> {
+    match period {
+        QuotaPeriod::Day => now.duration_trunc(chrono::Duration::days(1)).unwrap_or(now),
+        QuotaPeriod::Month => Utc
+            .with_ymd_and_hms(now.year(), now.month(), 1, 0, 0, 0)
+            .single()
+            .unwrap_or(now),
+    }
+}
+
+fn window_end(start: DateTime<Utc>, period: QuotaPeriod) -> DateTime<Utc> {
+    match period {
+        QuotaPeriod::Day => start + chrono::Duration::days(1),
+        QuotaPeriod::Month => start.checked_add_months(chrono::Months::new(1)).unwrap_or(start),
+    }
+}
+
+fn ceil_secs(d: chrono::Duration) -> i64 {
+    (d.num_milliseconds() + 999).div_euclid(1000).max(1)
+}
+
+/// Counts the request in its fixed windows (every request that reaches here
+/// counts, refused ones included), refuses it when a limit is passed, and puts
+/// the limit headers on whatever goes back.
+async fn limited(state: &AppState, bucket: &str, plan: &PlanLimits, req: Request, next: Next) -> Response {
+    let now = state.clock.now();
+    let minute_start = now.duration_trunc(chrono::Duration::minutes(1)).unwrap_or(now);
+    let minute_end = minute_start + chrono::Duration::minutes(1);
+    let (minute_used, quota_used) = {
+        let mut usage = state.usage.lock().unwrap_or_else(|e| e.into_inner());
+        let u = usage.entry(bucket.to_owned()).or_default();
+        let minute = match u.minute {
+            Some((start, n)) if start == minute_start => n + 1,
+            _ => 1,
+        };
+        u.minute = Some((minute_start, minute));
+        let quota = plan.quota.map(|(period, _)| {
+            let start = window_start(now, period);
+            let n = match u.quota {
+                Some((s, n)) if s == start => n + 1,
+                _ => 1,
+            };
+            u.quota = Some((start, n));
+            n
+        });
+        (minute, quota)
+    };
+    let mut response = if let (Some((period, limit)), Some(used)) = (plan.quota, quota_used)
+        && used > limit
+    {
+        let end = window_end(window_start(now, period), period);
+        let mut e = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "{} quota of {limit} requests exhausted",
+                if period == QuotaPeriod::Day { "daily" } else { "monthly" }
+            ),
+        )
+        .code("quota_exceeded");
+        e.body.sales_email = Some(state.sales_email.clone());
+        let mut r = e.into_response();
+        r.headers_mut()
+            .insert("retry-after", HeaderValue::from(ceil_secs(end - now)));
+        state.stats.lock().unwrap_or_else(|e| e.into_inner()).quota_exceeded += 1;
+        r
+    } else if minute_used > plan.per_minute {
+        let mut r = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("rate limit of {} requests per minute exceeded", plan.per_minute),
+        )
+        .code("rate_limited")
+        .into_response();
+        r.headers_mut()
+            .insert("retry-after", HeaderValue::from(ceil_secs(minute_end - now)));
+        state.stats.lock().unwrap_or_else(|e| e.into_inner()).rate_limited += 1;
+        r
+    } else {
+        next.run(req).await
+    };
+    record_status(state, response.status());
+    let headers = response.headers_mut();
+    let remaining = plan.per_minute.saturating_sub(minute_used);
+    let reset = ceil_secs(minute_end - now);
+    let mut put = |name: &'static str, value: String| {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), v);
+        }
+    };
+    if matches!(state.header_form, HeaderForm::Legacy | HeaderForm::Both) {
+        put("ratelimit-limit", plan.per_minute.to_string());
+        put("ratelimit-remaining", remaining.to_string());
+        put("ratelimit-reset", reset.to_string());
+    }
+    if matches!(state.header_form, HeaderForm::Ietf | HeaderForm::Both) {
+        put("ratelimit-policy", format!("\"minute\";q={};w=60", plan.per_minute));
+        put("ratelimit", format!("\"minute\";r={remaining};t={reset}"));
+    }
+    if let (Some((period, limit)), Some(used)) = (plan.quota, quota_used) {
+        let end = window_end(window_start(now, period), period);
+        put("x-quota-limit", limit.to_string());
+        put("x-quota-remaining", limit.saturating_sub(used).to_string());
+        put(
+            "x-quota-window",
+            if period == QuotaPeriod::Day { "day" } else { "month" }.into(),
+        );
+        put("x-quota-reset", end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    }
+    response
+}
+
+fn company_or_404(state: &AppState, id: &str) -> Result<world::CompanyProfile, ApiError> {
+    state
+        .world
+        .resolve(id)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("unknown company '{id}'")))
+}
+
+async fn account_surface() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "account surfaces do not accept data credentials",
+    )
+    .code("unauthenticated")
+}
+
+async fn coverage(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    let (generated_at, markets) = state.world.coverage(state.clock.now());
+    Json(json!({"generatedAt": generated_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true), "markets": markets}))
+}
+
+async fn company(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    Ok(Json(company_or_404(&state, &id)?.payload()).into_response())
+}
+
+/// Start of a lookback range ending at `today`, or `None` for ALL.
+fn range_start(range: &str, today: NaiveDate) -> Result<Option<NaiveDate>, ()> {
+    let months = |m: u32| today.checked_sub_months(chrono::Months::new(m)).ok_or(());
+    Ok(match range {
+        "1M" => Some(months(1)?),
+        "3M" => Some(months(3)?),
+        "6M" => Some(months(6)?),
+        "YTD" => NaiveDate::from_ymd_opt(today.year(), 1, 1),
+        "1Y" => Some(months(12)?),
+        "2Y" => Some(months(24)?),
+        "5Y" => Some(months(60)?),
+        "ALL" => None,
+        _ => return Err(()),
+    })
+}
+
+async fn prices(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult {
+    let range = query.get("range").map(String::as_str).unwrap_or("1Y");
+    let now = state.clock.now();
+    let start = range_start(range, now.date_naive()).map_err(|()| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("invalid range '{range}': use one of 1M, 3M, 6M, YTD, 1Y, 2Y, 5Y, ALL"),
+        )
+    })?;
+    let c = company_or_404(&state, &id)?;
+    let bars = state.world.daily_bars(&c, now);
+    let from = start.unwrap_or(c.listed);
+    let display_from = from
+        .and_hms_opt(0, 0, 0)
+        .expect("midnight")
+        .and_utc()
+        .timestamp_millis();
+    let bars: Vec<_> = bars.into_iter().filter(|(d, _)| *d >= from).map(|(_, b)| b).collect();
+    Ok(Json(json!({"symbol": c.symbol, "bars": bars, "displayFrom": display_from})).into_response())
+}
+
+async fn dividends(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let c = company_or_404(&state, &id)?;
+    let now = state.clock.now();
+    let bars = state.world.daily_bars(&c, now);
+    let (events, summary, series) = state.world.dividends(&c, &bars, now.date_naive());
+    Ok(Json(json!({
+        "cik": c.cik, "symbol": c.symbol, "currency": c.currency,
+        "events": events, "summary": summary, "yieldSeries": series,
+    }))
+    .into_response())
+}
+
+async fn indices(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    Json(json!({"indices": state.world.indices(state.clock.now())}))
+}

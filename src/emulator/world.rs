@@ -1,0 +1,766 @@
+//! The emulator's synthetic world: companies, daily bars, dividends, indices and
+//! coverage, all derived from a seed and the clock's date, so the same seed and
+//! clock give the same bytes and nothing large is held in memory. Generated
+//! companies (`S0001`...) exist lazily: a profile is computed from its number
+//! when asked for.
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate, Timelike, Utc, Weekday};
+
+use crate::wire::{
+    self, Bar, CoverageDataType, CoverageMarket, DividendEvent, DividendSummary, IndexEntry, YieldPoint,
+};
+
+/// splitmix64: a small, well-mixed hash for deterministic pseudo-randomness.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn hash_str(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Uniform in [0, 1).
+fn unit(seed: u64, a: u64, b: u64) -> f64 {
+    (mix(seed ^ mix(a ^ mix(b))) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Roughly standard normal (Irwin-Hall of four uniforms, rescaled).
+fn normal(seed: u64, a: u64, b: u64) -> f64 {
+    let s: f64 = (0..4).map(|k| unit(seed, a, b.wrapping_mul(4).wrapping_add(k))).sum();
+    (s - 2.0) * 3f64.sqrt()
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    (x * f).round() / f
+}
+
+#[derive(Debug, Clone)]
+pub struct DividendPolicy {
+    pub months_between: u32,
+    pub first: NaiveDate,
+    pub base_amount: f64,
+    pub annual_raise: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct CompanyProfile {
+    pub cik: String,
+    pub symbol: String,
+    pub name: String,
+    pub market: String,
+    pub currency: String,
+    pub predecessors: Vec<String>,
+    pub listed: NaiveDate,
+    pub start_price: f64,
+    pub drift: f64,
+    pub vol: f64,
+    pub base_volume: f64,
+    pub dividend: Option<DividendPolicy>,
+    /// A split on this date by this ratio (2.0 = two for one); bars are split-adjusted.
+    pub split: Option<(NaiveDate, f64)>,
+}
+
+impl CompanyProfile {
+    pub fn payload(&self) -> wire::Company {
+        wire::Company {
+            cik: self.cik.clone(),
+            symbol: Some(self.symbol.clone()),
+            name: Some(self.name.clone()),
+            market: Some(self.market.clone()),
+            currency: Some(self.currency.clone()),
+            predecessors: self.predecessors.clone(),
+        }
+    }
+}
+
+fn d(y: i32, m: u32, day: u32) -> NaiveDate {
+    NaiveDate::from_ymd_opt(y, m, day).expect("valid literal date")
+}
+
+struct Named {
+    cik: &'static str,
+    symbol: &'static str,
+    name: &'static str,
+    market: &'static str,
+    currency: &'static str,
+    predecessors: &'static [&'static str],
+    listed: (i32, u32, u32),
+    price: f64,
+    dividend: Option<(u32, (i32, u32, u32), f64)>,
+    split: Option<((i32, u32, u32), f64)>,
+}
+
+/// Well-known issuers, so demos and docs read naturally; everything about them is synthetic.
+const NAMED: &[Named] = &[
+    Named {
+        cik: "0000320193",
+        symbol: "AAPL",
+        name: "Apple Inc.",
+        market: "US",
+        currency: "USD",
+        predecessors: &[],
+        listed: (1995, 1, 3),
+        price: 1.2,
+        dividend: Some((3, (2012, 8, 9), 0.095)),
+        split: Some(((2020, 8, 31), 4.0)),
+    },
+    Named {
+        cik: "0000789019",
+        symbol: "MSFT",
+        name: "Microsoft Corporation",
+        market: "US",
+        currency: "USD",
+        predecessors: &[],
+        listed: (1995, 1, 3),
+        price: 4.5,
+        dividend: Some((3, (2004, 2, 18), 0.08)),
+        split: None,
+    },
+    Named {
+        cik: "0001045810",
+        symbol: "NVDA",
+        name: "NVIDIA Corporation",
+        market: "US",
+        currency: "USD",
+        predecessors: &[],
+        listed: (1999, 1, 22),
+        price: 0.4,
+        dividend: Some((3, (2012, 11, 20), 0.0019)),
+        split: Some(((2024, 6, 10), 10.0)),
+    },
+    Named {
+        cik: "0000726728",
+        symbol: "O",
+        name: "Realty Income Corporation",
+        market: "US",
+        currency: "USD",
+        predecessors: &[],
+        listed: (1995, 1, 3),
+        price: 9.0,
+        dividend: Some((1, (1996, 1, 30), 0.09)),
+        split: None,
+    },
+    Named {
+        cik: "0001326801",
+        symbol: "META",
+        name: "Meta Platforms, Inc.",
+        market: "US",
+        currency: "USD",
+        predecessors: &["0001326800"],
+        listed: (2012, 5, 18),
+        price: 38.0,
+        dividend: Some((3, (2024, 2, 22), 0.5)),
+        split: None,
+    },
+    Named {
+        cik: "TW:2330",
+        symbol: "2330",
+        name: "Taiwan Semiconductor Manufacturing Co., Ltd.",
+        market: "TW",
+        currency: "TWD",
+        predecessors: &[],
+        listed: (1995, 1, 5),
+        price: 60.0,
+        dividend: Some((3, (2019, 6, 20), 2.0)),
+        split: None,
+    },
+    Named {
+        cik: "JP:7203",
+        symbol: "7203",
+        name: "Toyota Motor Corporation",
+        market: "JP",
+        currency: "JPY",
+        predecessors: &[],
+        listed: (1995, 1, 4),
+        price: 300.0,
+        dividend: Some((6, (2005, 3, 28), 30.0)),
+        split: Some(((2021, 9, 29), 5.0)),
+    },
+    Named {
+        cik: "GB:BP.",
+        symbol: "BP.",
+        name: "BP p.l.c.",
+        market: "GB",
+        currency: "GBP",
+        predecessors: &[],
+        listed: (1995, 1, 3),
+        price: 4.0,
+        dividend: Some((3, (2000, 2, 10), 0.05)),
+        split: None,
+    },
+    Named {
+        cik: "SA:2222",
+        symbol: "2222",
+        name: "Saudi Arabian Oil Co.",
+        market: "SA",
+        currency: "SAR",
+        predecessors: &[],
+        listed: (2019, 12, 11),
+        price: 35.0,
+        dividend: Some((3, (2020, 5, 17), 0.35)),
+        split: None,
+    },
+];
+
+/// First CIK of the generated companies `S0000`, `S0001`...
+const GENERATED_CIK_BASE: u64 = 9_000_000;
+
+#[derive(Debug, Clone)]
+pub struct World {
+    pub seed: u64,
+    /// How many generated companies exist beside the named ones.
+    pub generated: u64,
+}
+
+impl World {
+    pub fn new(seed: u64, generated: u64) -> World {
+        World { seed, generated }
+    }
+
+    fn named(&self, n: &Named) -> CompanyProfile {
+        let h = hash_str(n.cik);
+        CompanyProfile {
+            cik: n.cik.into(),
+            symbol: n.symbol.into(),
+            name: n.name.into(),
+            market: n.market.into(),
+            currency: n.currency.into(),
+            predecessors: n.predecessors.iter().map(|s| (*s).to_owned()).collect(),
+            listed: d(n.listed.0, n.listed.1, n.listed.2),
+            start_price: n.price,
+            drift: 0.0004 + 0.0002 * unit(self.seed, h, 1),
+            vol: 0.012 + 0.01 * unit(self.seed, h, 2),
+            base_volume: 2e6 + 5e7 * unit(self.seed, h, 3),
+            dividend: n.dividend.map(|(months, first, amount)| DividendPolicy {
+                months_between: months,
+                first: d(first.0, first.1, first.2),
+                base_amount: amount,
+                annual_raise: 0.03 + 0.05 * unit(self.seed, h, 4),
+            }),
+            split: n.split.map(|(date, ratio)| (d(date.0, date.1, date.2), ratio)),
+        }
+    }
+
+    fn generated(&self, n: u64) -> CompanyProfile {
+        let h = mix(n ^ 0x5EED);
+        let listed = d(1995, 1, 3) + Duration::days((unit(self.seed, h, 1) * 9000.0) as i64);
+        let pays = unit(self.seed, h, 5) < 0.55;
+        let months = [1, 3, 3, 3, 6, 12][(unit(self.seed, h, 6) * 6.0) as usize % 6];
+        CompanyProfile {
+            cik: format!("{:010}", GENERATED_CIK_BASE + n),
+            symbol: format!("S{n:04}"),
+            name: format!("Synthetic Holdings {n:04} Inc."),
+            market: "US".into(),
+            currency: "USD".into(),
+            predecessors: Vec::new(),
+            listed,
+            start_price: 5.0 + 95.0 * unit(self.seed, h, 2),
+            drift: 0.0001 + 0.0004 * unit(self.seed, h, 3),
+            vol: 0.01 + 0.02 * unit(self.seed, h, 4),
+            base_volume: 1e5 + 5e6 * unit(self.seed, h, 7),
+            dividend: pays.then(|| DividendPolicy {
+                months_between: months,
+                first: listed + Duration::days(400),
+                base_amount: round(0.05 + 0.5 * unit(self.seed, h, 8), 4),
+                annual_raise: 0.05 * unit(self.seed, h, 9),
+            }),
+            split: (unit(self.seed, h, 10) < 0.2).then(|| (listed + Duration::days(2000), 2.0)),
+        }
+    }
+
+    /// Resolves a company identifier as the spec defines: platform key, CIK
+    /// (padded or not) or a ticker, which always means the SEC registrant.
+    pub fn resolve(&self, id: &str) -> Option<CompanyProfile> {
+        let id = id.trim();
+        if id.contains(':') {
+            let upper = id.to_ascii_uppercase();
+            return NAMED.iter().find(|n| n.cik == upper).map(|n| self.named(n));
+        }
+        if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+            let number: u64 = id.parse().ok()?;
+            let padded = format!("{number:010}");
+            if let Some(n) = NAMED.iter().find(|n| n.cik == padded) {
+                return Some(self.named(n));
+            }
+            return number
+                .checked_sub(GENERATED_CIK_BASE)
+                .filter(|n| *n < self.generated)
+                .map(|n| self.generated(n));
+        }
+        let upper = id.to_ascii_uppercase();
+        if let Some(n) = NAMED.iter().find(|n| n.symbol == upper && n.market == "US") {
+            return Some(self.named(n));
+        }
+        let n: u64 = upper.strip_prefix('S').filter(|r| r.len() == 4)?.parse().ok()?;
+        (n < self.generated).then(|| self.generated(n))
+    }
+
+    /// Closes of every trading day from listing to the last complete session at `now`.
+    /// A day's bar exists once its session closed (21:00 UTC).
+    pub fn daily_bars(&self, c: &CompanyProfile, now: DateTime<Utc>) -> Vec<(NaiveDate, Bar)> {
+        let last = last_session(now);
+        let h = hash_str(&c.cik);
+        let mut out = Vec::new();
+        let mut log_close = c.start_price.ln();
+        let mut day = c.listed;
+        let mut i: u64 = 0;
+        while day <= last {
+            if is_trading_day(day) {
+                let prev = log_close.exp();
+                log_close += c.drift + c.vol * normal(self.seed, h, i);
+                let close = log_close.exp();
+                let open = prev * (1.0 + 0.004 * normal(self.seed, h ^ 1, i));
+                let spread = 1.0 + 0.01 * unit(self.seed, h ^ 2, i);
+                let t = day.and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp_millis();
+                out.push((
+                    day,
+                    Bar {
+                        t,
+                        o: Some(round(open, 4)),
+                        h: Some(round(open.max(close) * spread, 4)),
+                        l: Some(round(open.min(close) / spread, 4)),
+                        c: round(close, 4),
+                        v: Some((c.base_volume * (0.5 + unit(self.seed, h ^ 3, i))) as i64),
+                    },
+                ));
+                i += 1;
+            }
+            day = day.succ_opt().expect("date in range");
+        }
+        out
+    }
+
+    /// Dividend events oldest first, with every derived field as the spec defines it.
+    pub fn dividends(
+        &self,
+        c: &CompanyProfile,
+        bars: &[(NaiveDate, Bar)],
+        today: NaiveDate,
+    ) -> (Vec<DividendEvent>, DividendSummary, Vec<YieldPoint>) {
+        let Some(policy) = &c.dividend else {
+            return (Vec::new(), DividendSummary::default(), Vec::new());
+        };
+        let mut dates = Vec::new();
+        let mut month = policy.first.with_day(1).expect("first of month");
+        let start = policy.first.max(c.listed + Duration::days(30));
+        while let Some(ex) = first_weekday_from(month.with_day(policy.first.day().min(28)).expect("day <= 28")) {
+            if ex > today {
+                break;
+            }
+            if ex >= start {
+                dates.push(ex);
+            }
+            month = month
+                .checked_add_months(chrono::Months::new(policy.months_between))
+                .expect("month in range");
+        }
+        let mut events: Vec<DividendEvent> = Vec::with_capacity(dates.len());
+        let mut adj_amounts: Vec<f64> = Vec::with_capacity(dates.len());
+        for (i, ex) in dates.iter().enumerate() {
+            let years = (ex.year() - policy.first.year()).max(0);
+            let adj = round(policy.base_amount * (1.0 + policy.annual_raise).powi(years), 4);
+            let factor = c.split.filter(|(date, _)| ex < date).map_or(1.0, |(_, r)| r);
+            adj_amounts.push(adj);
+            let ttm = trailing_total(&dates[..=i], &adj_amounts, *ex);
+            let change = (i > 0).then(|| round((adj / adj_amounts[i - 1] - 1.0) * 100.0, 4));
+            let before = close_before(bars, *ex);
+            let window_start = if i > 0 { dates[i - 1] } else { *ex - Duration::days(365) };
+            let avg = average_close(bars, window_start, *ex);
+            events.push(DividendEvent {
+                ex_date: *ex,
+                kind: "Cash".into(),
+                amount: round(adj * factor, 4),
+                amount_split_adj: Some(adj),
+                ttm: Some(round(ttm, 4)),
+                change_pct: change,
+                yield_at_ex_date_pct: before.map(|p| round(ttm / p * 100.0, 4)),
+                yield_period_avg_pct: avg.map(|p| round(ttm / p * 100.0, 4)),
+            });
+        }
+        let last_price = bars.last().map(|(_, b)| b.c);
+        let ttm_now = trailing_total(&dates, &adj_amounts, today);
+        let ttm_then = |months_back: u32| {
+            let at = today
+                .checked_sub_months(chrono::Months::new(months_back))
+                .unwrap_or(today);
+            let n = dates.partition_point(|x| *x <= at);
+            trailing_total(&dates[..n], &adj_amounts[..n], at)
+        };
+        let growth =
+            |prev: f64, years: f64| (prev > 0.0).then(|| round(((ttm_now / prev).powf(1.0 / years) - 1.0) * 100.0, 4));
+        let per_year = 12.0 / f64::from(policy.months_between);
+        let latest = events.last();
+        let summary = DividendSummary {
+            count: events.len() as i64,
+            latest_amount: latest.map(|e| e.amount),
+            latest_ex_date: latest.map(|e| e.ex_date),
+            ttm_total: Some(round(ttm_now, 4)),
+            last_price,
+            trailing_yield_pct: last_price.map(|p| round(ttm_now / p * 100.0, 4)),
+            indicated_yield_pct: last_price
+                .zip(adj_amounts.last())
+                .map(|(p, a)| round(a * per_year / p * 100.0, 4)),
+            growth_1y: growth(ttm_then(12), 1.0),
+            growth_3y: growth(ttm_then(36), 3.0),
+            cadence: Some(cadence(&dates).into()),
+        };
+        let mut series = Vec::new();
+        let mut month_end = today.with_day(1).expect("first") - Duration::days(1);
+        for _ in 0..60 {
+            let n = dates.partition_point(|x| *x <= month_end);
+            if n == 0 {
+                break;
+            }
+            if let Some(p) = close_on_or_before(bars, month_end) {
+                let ttm = trailing_total(&dates[..n], &adj_amounts[..n], month_end);
+                series.push(YieldPoint {
+                    date: month_end,
+                    trailing_yield_pct: round(ttm / p * 100.0, 4),
+                });
+            }
+            month_end = month_end.with_day(1).expect("first") - Duration::days(1);
+        }
+        series.reverse();
+        (events, summary, series)
+    }
+
+    /// The benchmark and sector ETFs the indices route serves.
+    pub fn indices(&self, now: DateTime<Utc>) -> Vec<IndexEntry> {
+        INDICES
+            .iter()
+            .map(|ix| {
+                let profile = CompanyProfile {
+                    cik: format!("INDEX:{}", ix.symbol),
+                    symbol: ix.symbol.into(),
+                    name: ix.name.into(),
+                    market: "US".into(),
+                    currency: "USD".into(),
+                    predecessors: Vec::new(),
+                    listed: d(ix.inception.0, ix.inception.1, ix.inception.2),
+                    start_price: ix.price,
+                    drift: 0.0003,
+                    vol: 0.011,
+                    base_volume: 5e7,
+                    dividend: None,
+                    split: None,
+                };
+                let bars = self.daily_bars(&profile, now);
+                index_entry(ix, &profile, &bars, now.date_naive())
+            })
+            .collect()
+    }
+
+    /// Coverage by market, as generated at the top of the clock's hour.
+    pub fn coverage(&self, now: DateTime<Utc>) -> (DateTime<Utc>, Vec<CoverageMarket>) {
+        let generated_at = now
+            .with_minute(0)
+            .and_then(|t| t.with_second(0))
+            .and_then(|t| t.with_nanosecond(0))
+            .unwrap_or(now);
+        let today = now.date_naive();
+        let markets = [
+            ("US", 5231 + self.generated as i64 / 100),
+            ("JP", 3890),
+            ("TW", 1810),
+            ("KR", 2450),
+            ("GB", 1620),
+            ("SA", 230),
+            ("AE", 140),
+            ("EU", 4100),
+        ];
+        let types = [
+            ("prices", (1990, 1, 2), 99.1),
+            ("dividends", (1995, 1, 3), 97.4),
+            ("events", (2004, 8, 23), 95.2),
+            ("news", (2018, 1, 1), 92.8),
+            ("filings", (2001, 1, 2), 98.3),
+        ];
+        let out = markets
+            .iter()
+            .enumerate()
+            .map(|(mi, (market, companies))| CoverageMarket {
+                market: (*market).into(),
+                companies: *companies,
+                data_types: types
+                    .iter()
+                    .enumerate()
+                    .map(|(ti, (ty, from, pct))| {
+                        let from = d(from.0 + mi as i32, from.1, from.2);
+                        CoverageDataType {
+                            data_type: (*ty).into(),
+                            history_from: Some(from),
+                            completeness_pct: Some(round(pct - mi as f64 * 0.7 - ti as f64 * 0.1, 1)),
+                            periods: Some((today - from).num_days()),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        (generated_at, out)
+    }
+}
+
+/// Ex-dates and amounts within the twelve calendar months ending at `at` (the
+/// same month a year earlier excluded), so a quarterly payer always counts four.
+fn trailing_total(dates: &[NaiveDate], amounts: &[f64], at: NaiveDate) -> f64 {
+    let months = |x: NaiveDate| x.year() * 12 + x.month() as i32;
+    dates
+        .iter()
+        .zip(amounts)
+        .filter(|(x, _)| **x <= at && months(at) - months(**x) < 12)
+        .map(|(_, a)| a)
+        .sum()
+}
+
+fn cadence(dates: &[NaiveDate]) -> &'static str {
+    if dates.len() < 2 {
+        return "Irregular";
+    }
+    let recent = &dates[dates.len().saturating_sub(5)..];
+    let mut gaps: Vec<i64> = recent.windows(2).map(|w| (w[1] - w[0]).num_days()).collect();
+    gaps.sort_unstable();
+    match gaps[gaps.len() / 2] {
+        0..=45 => "Monthly",
+        46..=120 => "Quarterly",
+        121..=240 => "Semi-Annual",
+        _ => "Annual",
+    }
+}
+
+fn close_before(bars: &[(NaiveDate, Bar)], day: NaiveDate) -> Option<f64> {
+    let n = bars.partition_point(|(d, _)| *d < day);
+    n.checked_sub(1).map(|i| bars[i].1.c)
+}
+
+fn close_on_or_before(bars: &[(NaiveDate, Bar)], day: NaiveDate) -> Option<f64> {
+    let n = bars.partition_point(|(d, _)| *d <= day);
+    n.checked_sub(1).map(|i| bars[i].1.c)
+}
+
+/// Average close from `from` to the day before `until`.
+fn average_close(bars: &[(NaiveDate, Bar)], from: NaiveDate, until: NaiveDate) -> Option<f64> {
+    let lo = bars.partition_point(|(d, _)| *d < from);
+    let hi = bars.partition_point(|(d, _)| *d < until);
+    let window = &bars[lo..hi.max(lo)];
+    (!window.is_empty()).then(|| window.iter().map(|(_, b)| b.c).sum::<f64>() / window.len() as f64)
+}
+
+pub fn is_trading_day(day: NaiveDate) -> bool {
+    !matches!(day.weekday(), Weekday::Sat | Weekday::Sun)
+}
+
+fn first_weekday_from(mut day: NaiveDate) -> Option<NaiveDate> {
+    while !is_trading_day(day) {
+        day = day.succ_opt()?;
+    }
+    Some(day)
+}
+
+/// The last day whose session has closed at `now` (sessions close at 21:00 UTC).
+pub fn last_session(now: DateTime<Utc>) -> NaiveDate {
+    (now - Duration::hours(21)).date_naive()
+}
+
+struct IndexDef {
+    symbol: &'static str,
+    name: &'static str,
+    short_name: &'static str,
+    category: &'static str,
+    role: &'static str,
+    sector: Option<&'static str>,
+    family: &'static str,
+    issuer: &'static str,
+    expense: f64,
+    inception: (i32, u32, u32),
+    price: f64,
+}
+
+const INDICES: &[IndexDef] = &[
+    IndexDef {
+        symbol: "SPY",
+        name: "SPDR S&P 500 ETF Trust",
+        short_name: "S&P 500",
+        category: "broad_market",
+        role: "market",
+        sector: None,
+        family: "S&P 500",
+        issuer: "State Street",
+        expense: 0.0945,
+        inception: (1995, 1, 3),
+        price: 46.0,
+    },
+    IndexDef {
+        symbol: "QQQ",
+        name: "Invesco QQQ Trust",
+        short_name: "Nasdaq-100",
+        category: "broad_market",
+        role: "none",
+        sector: None,
+        family: "Nasdaq-100",
+        issuer: "Invesco",
+        expense: 0.2,
+        inception: (1999, 3, 10),
+        price: 51.0,
+    },
+    IndexDef {
+        symbol: "IWM",
+        name: "iShares Russell 2000 ETF",
+        short_name: "Russell 2000",
+        category: "broad_market",
+        role: "none",
+        sector: None,
+        family: "Russell",
+        issuer: "BlackRock",
+        expense: 0.19,
+        inception: (2000, 5, 22),
+        price: 48.0,
+    },
+    IndexDef {
+        symbol: "XLK",
+        name: "Technology Select Sector SPDR Fund",
+        short_name: "Technology",
+        category: "sector",
+        role: "none",
+        sector: Some("technology"),
+        family: "Select Sector",
+        issuer: "State Street",
+        expense: 0.09,
+        inception: (1998, 12, 16),
+        price: 30.0,
+    },
+    IndexDef {
+        symbol: "XLF",
+        name: "Financial Select Sector SPDR Fund",
+        short_name: "Financials",
+        category: "sector",
+        role: "none",
+        sector: Some("financials"),
+        family: "Select Sector",
+        issuer: "State Street",
+        expense: 0.09,
+        inception: (1998, 12, 16),
+        price: 18.0,
+    },
+    IndexDef {
+        symbol: "XLE",
+        name: "Energy Select Sector SPDR Fund",
+        short_name: "Energy",
+        category: "sector",
+        role: "none",
+        sector: Some("energy"),
+        family: "Select Sector",
+        issuer: "State Street",
+        expense: 0.09,
+        inception: (1998, 12, 16),
+        price: 22.0,
+    },
+];
+
+fn index_entry(ix: &IndexDef, _p: &CompanyProfile, bars: &[(NaiveDate, Bar)], today: NaiveDate) -> IndexEntry {
+    let (last_date, last) = bars.last().map(|(d, b)| (*d, b.c)).unwrap_or((today, 0.0));
+    let back = |days: i64| close_on_or_before(bars, last_date - Duration::days(days));
+    let ret = |then: Option<f64>| then.filter(|p| *p > 0.0).map(|p| round(last / p - 1.0, 6));
+    let year_ago = last_date - Duration::days(365);
+    let window: Vec<f64> = bars.iter().filter(|(d, _)| *d > year_ago).map(|(_, b)| b.c).collect();
+    let recent: Vec<f64> = bars.iter().rev().take(31).map(|(_, b)| b.c).collect();
+    let rets: Vec<f64> = recent.windows(2).map(|w| (w[0] / w[1]).ln()).collect();
+    let mean = rets.iter().sum::<f64>() / rets.len().max(1) as f64;
+    let var = rets.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (rets.len().max(2) - 1) as f64;
+    let ytd_start = NaiveDate::from_ymd_opt(last_date.year(), 1, 1).expect("jan 1") - Duration::days(1);
+    IndexEntry {
+        symbol: ix.symbol.into(),
+        name: Some(ix.name.into()),
+        short_name: Some(ix.short_name.into()),
+        category: Some(ix.category.into()),
+        benchmark_role: Some(ix.role.into()),
+        sector_key: ix.sector.map(Into::into),
+        index_family: Some(ix.family.into()),
+        issuer: Some(ix.issuer.into()),
+        expense_ratio: Some(ix.expense),
+        inception_date: Some(d(ix.inception.0, ix.inception.1, ix.inception.2)),
+        last_price: Some(last),
+        last_price_date: last_date,
+        return_1d: ret(bars.len().checked_sub(2).map(|i| bars[i].1.c)),
+        return_1w: ret(back(7)),
+        return_1m: ret(back(30)),
+        return_ytd: ret(close_on_or_before(bars, ytd_start)),
+        return_1y: ret(back(365)),
+        return_5y: ret(back(365 * 5)),
+        low_52w: window.iter().copied().reduce(f64::min),
+        high_52w: window.iter().copied().reduce(f64::max),
+        volatility_30d: Some(round(var.sqrt() * 252f64.sqrt(), 6)),
+        price_rows: Some(bars.len() as i64),
+        days_stale: Some((today - last_date).num_days()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        "2026-11-25T12:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn identifiers_resolve_as_the_spec_says() {
+        let w = World::new(42, 100);
+        assert_eq!(w.resolve("MSFT").unwrap().cik, "0000789019");
+        assert_eq!(w.resolve("789019").unwrap().cik, "0000789019");
+        assert_eq!(w.resolve("0000789019").unwrap().cik, "0000789019");
+        assert_eq!(w.resolve("TW:2330").unwrap().cik, "TW:2330");
+        assert!(w.resolve("2330").is_none(), "a bare number is a CIK, not a Taiwan code");
+        assert_eq!(w.resolve("S0007").unwrap().cik, "0009000007");
+        assert!(w.resolve("S0100").is_none());
+    }
+
+    #[test]
+    fn same_seed_same_bars() {
+        let w = World::new(42, 10);
+        let c = w.resolve("AAPL").unwrap();
+        assert_eq!(w.daily_bars(&c, now()), w.daily_bars(&c, now()));
+        assert_ne!(w.daily_bars(&c, now()), World::new(43, 10).daily_bars(&c, now()));
+    }
+
+    #[test]
+    fn dividend_fields_follow_their_definitions() {
+        let w = World::new(42, 10);
+        let c = w.resolve("MSFT").unwrap();
+        let bars = w.daily_bars(&c, now());
+        let (events, summary, series) = w.dividends(&c, &bars, now().date_naive());
+        assert!(events.windows(2).all(|p| p[0].ex_date < p[1].ex_date), "oldest first");
+        assert_eq!(events[0].change_pct, None);
+        let i = events.len() - 1;
+        let e = &events[i];
+        let ttm: f64 = events[i - 3..=i].iter().map(|e| e.amount_split_adj.unwrap()).sum();
+        assert!((e.ttm.unwrap() - ttm).abs() < 1e-3);
+        let before = close_before(&bars, e.ex_date).unwrap();
+        assert!((e.yield_at_ex_date_pct.unwrap() - ttm / before * 100.0).abs() < 1e-2);
+        let prev = events[i - 1].amount_split_adj.unwrap();
+        assert!((e.change_pct.unwrap() - (e.amount_split_adj.unwrap() / prev - 1.0) * 100.0).abs() < 1e-2);
+        assert_eq!(summary.cadence.as_deref(), Some("Quarterly"));
+        assert_eq!(summary.count as usize, events.len());
+        assert!(!series.is_empty());
+        let o = w.resolve("O").unwrap();
+        let (_, s, _) = w.dividends(&o, &w.daily_bars(&o, now()), now().date_naive());
+        assert_eq!(s.cadence.as_deref(), Some("Monthly"));
+    }
+
+    #[test]
+    fn split_adjusts_old_amounts_only() {
+        let w = World::new(42, 10);
+        let c = w.resolve("AAPL").unwrap();
+        let bars = w.daily_bars(&c, now());
+        let (events, _, _) = w.dividends(&c, &bars, now().date_naive());
+        let old = events.iter().find(|e| e.ex_date < d(2020, 8, 31)).unwrap();
+        assert!((old.amount - old.amount_split_adj.unwrap() * 4.0).abs() < 1e-3);
+        let new = events.last().unwrap();
+        assert_eq!(new.amount, new.amount_split_adj.unwrap());
+    }
+}

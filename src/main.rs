@@ -1,0 +1,226 @@
+//! The `fdsync` command: parses flags, sets up logging and wires the library's
+//! stages together. Exit codes follow the operator contract.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use fdsync::clock::Clock;
+use fdsync::config::Config;
+use fdsync::emulator::{self, Account, EmulatorConfig, HeaderForm, PlanLimits};
+use fdsync::sink::SinkHandle;
+use fdsync::sync::{SyncError, Syncer};
+use fdsync::upstream::Client;
+
+/// Mirror a financial disclosure data API into DuckDB, incrementally and within quota.
+///
+/// Start with `fdsync demo`: it runs everything against the built-in emulator.
+#[derive(Parser)]
+#[command(name = "fdsync", version, about, long_about = None)]
+struct Cli {
+    /// Configuration file (TOML). Every key can be overridden as FDSYNC_<SECTION>__<KEY>.
+    #[arg(long, global = true, default_value = "config/fdsync.toml")]
+    config: PathBuf,
+    /// Log line format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// More log detail (-v debug, -vv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Only warnings and errors.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run pipelines once from their checkpoints, then exit (for cron, systemd timers, CronJobs).
+    ///
+    /// Exit codes: 0 all finished; 1 a pipeline failed; 2 usage, configuration or
+    /// API-key error; 75 the quota ran out (checkpoints saved, rerun later).
+    ///
+    /// Example: FDSYNC_API_KEY=pk_live_... fdsync sync --once --pipeline prices
+    Sync {
+        /// Run once and exit (the only mode of `sync`; `fdsync daemon` will schedule).
+        #[arg(long, required = true)]
+        once: bool,
+        /// Run only this pipeline (repeatable); default every enabled pipeline.
+        #[arg(long = "pipeline", value_name = "NAME")]
+        pipelines: Vec<String>,
+    },
+    /// Start the emulator, sync everything into a fresh local DuckDB, and show example queries.
+    Demo {
+        /// Where the demo warehouse is written (replaced on every run).
+        #[arg(long, default_value = "data/demo.duckdb")]
+        warehouse: PathBuf,
+    },
+    /// Serve the upstream API from local synthetic data (loopback by default).
+    ///
+    /// Built-in keys: pk_live_emulator_free_0001 (Free plan: 30/min, 250/day) and
+    /// pk_live_emulator_build_0001 (Build: 300/min, 100,000/month).
+    ///
+    /// Example: fdsync emulator --addr 127.0.0.1:8080 --key pk_live_mine=scale:60:5000
+    Emulator {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: SocketAddr,
+        /// Seed of the synthetic world: same seed and clock, same bytes.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Simulated clock speed relative to real time (60 = an hour a minute).
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// Simulated clock start (RFC 3339); default now.
+        #[arg(long)]
+        start: Option<chrono::DateTime<chrono::Utc>>,
+        /// Add a key: KEY=PLAN, PLAN being free, build or scale:PER_MINUTE[:PER_MONTH] (repeatable).
+        #[arg(long = "key", value_name = "KEY=PLAN")]
+        keys: Vec<String>,
+        /// Rate-limit header form in responses.
+        #[arg(long, value_enum, default_value_t = HeaderFormArg::Legacy)]
+        header_form: HeaderFormArg,
+        /// Generated companies (S0000...) beside the named ones.
+        #[arg(long, default_value_t = 5000)]
+        companies: u64,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum HeaderFormArg {
+    Legacy,
+    Ietf,
+    Both,
+}
+
+fn init_logging(cli: &Cli) {
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "warn",
+        (false, 0) => "info",
+        (false, 1) => "debug",
+        _ => "trace",
+    };
+    // Dependencies stay at info: their trace output would be noise, not ours to show.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FDSYNC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("info,fdsync={level}")));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), SyncError> {
+    match cli.command {
+        Command::Sync { once: _, pipelines } => {
+            let config = Config::load(&cli.config)?;
+            let key = config.api_key()?;
+            let enabled = if pipelines.is_empty() {
+                config.pipelines.enabled.clone()
+            } else {
+                Some(pipelines)
+            };
+            let pipelines = fdsync::pipeline::load_dir(&config.pipelines.dir, enabled.as_deref())?;
+            let clock = Clock::System;
+            let client = Client::new(&config.upstream, Some(key), clock.clone())
+                .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
+            let sink = SinkHandle::open_duckdb(config.warehouse.duckdb.clone()).await?;
+            let syncer = Syncer {
+                config,
+                client,
+                sink,
+                clock,
+            };
+            let (report, result) = syncer.run_once(&pipelines).await;
+            let mut stdout = std::io::stdout();
+            fdsync::demo::print_report(&mut stdout, &report)?;
+            result
+        }
+        Command::Demo { warehouse } => {
+            let config = Config::load(&cli.config)?;
+            let mut stdout = std::io::stdout();
+            fdsync::demo::run(config, &warehouse, &mut stdout).await
+        }
+        Command::Emulator {
+            addr,
+            seed,
+            speed,
+            start,
+            keys,
+            header_form,
+            companies,
+        } => {
+            let mut config = EmulatorConfig {
+                seed,
+                clock: if speed == 1.0 && start.is_none() {
+                    Clock::System
+                } else {
+                    Clock::simulated(start.unwrap_or_else(chrono::Utc::now), speed)
+                },
+                header_form: match header_form {
+                    HeaderFormArg::Legacy => HeaderForm::Legacy,
+                    HeaderFormArg::Ietf => HeaderForm::Ietf,
+                    HeaderFormArg::Both => HeaderForm::Both,
+                },
+                generated_companies: companies,
+                ..EmulatorConfig::default()
+            };
+            for (i, spec) in keys.iter().enumerate() {
+                let (key, plan) = spec
+                    .split_once('=')
+                    .ok_or_else(|| SyncError::Other(format!("--key {i}: expected KEY=PLAN")))?;
+                let plan = PlanLimits::parse(plan).ok_or_else(|| {
+                    SyncError::Other(format!(
+                        "--key {i}: plan {plan:?}: expected free, build or scale:PER_MINUTE[:PER_MONTH]"
+                    ))
+                })?;
+                if !key.starts_with(fdsync::config::KEY_PREFIX) {
+                    return Err(SyncError::Other(format!("--key {i}: keys start with pk_live_")));
+                }
+                config.accounts.push(Account {
+                    name: format!("cli-{i}"),
+                    plan,
+                    keys: vec![key.to_owned()],
+                });
+            }
+            let running = emulator::spawn(config, addr)
+                .await
+                .map_err(|e| SyncError::Other(format!("cannot listen on {addr}: {e}")))?;
+            tracing::info!(message = "Emulator listening.", addr = %running.addr);
+            println!("fdsync emulator on {} (Ctrl-C stops it)", running.base_url());
+            tokio::signal::ctrl_c()
+                .await
+                .map_err(|e| SyncError::Other(e.to_string()))?;
+            Ok(())
+        }
+    }
+}

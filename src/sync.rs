@@ -1,0 +1,457 @@
+//! One sync run: pipelines in priority order, each fetching what the planner says
+//! is due, mapping records to batches, and committing rows with their checkpoint.
+//!
+//! A failing pipeline is recorded and the next one runs; a refused key or an
+//! exhausted quota stops the run, since every further request would fail too.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde_json::value::RawValue;
+
+use crate::batch::BatchBuilder;
+use crate::clock::Clock;
+use crate::config::{Config, ConfigError};
+use crate::pipeline::{FanOut, Pipeline, Records};
+use crate::planner;
+use crate::records::{self, Rows};
+use crate::sink::{Checkpoint, Commit, SinkError, SinkHandle, TableBatch};
+use crate::tables;
+use crate::upstream::{Access, Client, RequestRecord, UpstreamError, encode};
+use crate::wire;
+
+/// Why a run could not finish; each maps to an exit code of the operator contract.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("{message}")]
+    QuotaExhausted { message: String },
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    #[error("{failed} pipeline(s) failed: {names}")]
+    PipelinesFailed { failed: usize, names: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl SyncError {
+    /// The process exit code for this error (operator contract).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            SyncError::Config(_) | SyncError::Unauthenticated(_) => 2,
+            SyncError::QuotaExhausted { .. } => 75,
+            _ => 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    Ok,
+    Partial,
+    Failed,
+    QuotaExhausted,
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Partial => "partial",
+            RunStatus::Failed => "failed",
+            RunStatus::QuotaExhausted => "quota_exhausted",
+        })
+    }
+}
+
+/// How one pipeline's part of a run ended.
+#[derive(Debug, Clone)]
+pub struct PipelineOutcome {
+    pub pipeline: String,
+    pub status: RunStatus,
+    pub requests: u64,
+    pub rows_written: u64,
+    pub quarantined: u64,
+    pub error: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct SyncReport {
+    pub run_id: String,
+    pub outcomes: Vec<PipelineOutcome>,
+}
+
+/// Everything a run needs, wired by the caller.
+pub struct Syncer {
+    pub config: Config,
+    pub client: Client,
+    pub sink: SinkHandle,
+    pub clock: Clock,
+}
+
+/// A configured company identifier and the canonical key it resolved to.
+#[derive(Debug, Clone)]
+struct Member {
+    key: String,
+}
+
+/// What a pipeline body reports back.
+#[derive(Default)]
+struct Progress {
+    rows_written: u64,
+    quarantined: u64,
+    /// Problems that did not stop the pipeline (it ends `partial`).
+    problems: Vec<String>,
+}
+
+const UNIVERSE_PIPELINE: &str = "companies";
+
+impl Syncer {
+    fn new_run_id(&self) -> String {
+        let now = self.clock.now();
+        format!(
+            "{}-{:06x}",
+            now.format("%Y%m%dT%H%M%SZ"),
+            rand::random::<u32>() & 0xff_ffff
+        )
+    }
+
+    /// Runs `pipelines` once, in the order given.
+    ///
+    /// # Errors
+    /// A refused key or exhausted quota stops the run at once; other pipeline
+    /// failures are returned after every pipeline had its turn.
+    pub async fn run_once(&self, pipelines: &[Pipeline]) -> (SyncReport, Result<(), SyncError>) {
+        let run_id = self.new_run_id();
+        let mut report = SyncReport {
+            run_id: run_id.clone(),
+            outcomes: Vec::new(),
+        };
+        let mut universe: Option<Vec<Member>> = None;
+        let mut failed = Vec::new();
+        for pipeline in pipelines {
+            let started_at = self.clock.now();
+            let sent_before = self.client.requests_sent();
+            tracing::info!(message = "Pipeline started.", pipeline = %pipeline.name, %run_id);
+            let result = self.run_pipeline(pipeline, &run_id, &mut universe).await;
+            let requests = self.client.requests_sent() - sent_before;
+            let (status, progress, error, stop) = match result {
+                Ok(p) if p.problems.is_empty() && p.quarantined == 0 => (RunStatus::Ok, p, None, None),
+                Ok(p) => {
+                    let mut problems = p.problems.clone();
+                    if p.quarantined > 0 {
+                        problems.push(format!("{} record(s) quarantined", p.quarantined));
+                    }
+                    (RunStatus::Partial, p, Some(problems.join("; ")), None)
+                }
+                Err((p, e)) => {
+                    let status = match &e {
+                        SyncError::QuotaExhausted { .. } => RunStatus::QuotaExhausted,
+                        _ => RunStatus::Failed,
+                    };
+                    let stop = matches!(e, SyncError::QuotaExhausted { .. } | SyncError::Unauthenticated(_));
+                    let message = e.to_string();
+                    (status, p, Some(message), Some((stop, e)))
+                }
+            };
+            let outcome = PipelineOutcome {
+                pipeline: pipeline.name.clone(),
+                status,
+                requests,
+                rows_written: progress.rows_written,
+                quarantined: progress.quarantined,
+                error,
+            };
+            tracing::info!(
+                message = "Pipeline finished.",
+                pipeline = %pipeline.name,
+                status = %outcome.status,
+                requests,
+                rows_written = outcome.rows_written
+            );
+            if let Err(e) = self.record_run(&run_id, &outcome, started_at).await {
+                return (report, Err(e.into()));
+            }
+            report.outcomes.push(outcome);
+            match stop {
+                Some((true, e)) => return (report, Err(e)),
+                Some((false, e)) => failed.push(format!("{} ({e})", pipeline.name)),
+                None => {}
+            }
+        }
+        if failed.is_empty() {
+            (report, Ok(()))
+        } else {
+            (
+                report,
+                Err(SyncError::PipelinesFailed {
+                    failed: failed.len(),
+                    names: failed.join(", "),
+                }),
+            )
+        }
+    }
+
+    /// Writes the pipeline's `_sync_runs` row and the request log not yet committed.
+    async fn record_run(&self, run_id: &str, o: &PipelineOutcome, started_at: DateTime<Utc>) -> Result<(), SinkError> {
+        let def = tables::table("_sync_runs").expect("runs table");
+        let mut b = BatchBuilder::new(def, run_id, self.clock.now());
+        b.row()
+            .text(Some(run_id))
+            .text(Some(&o.pipeline))
+            .timestamp(Some(started_at))
+            .timestamp(Some(self.clock.now()))
+            .text(Some(&o.status.to_string()))
+            .int(Some(o.requests as i64))
+            .int(Some(o.rows_written as i64))
+            .text(o.error.as_deref())
+            .end_bare();
+        let batch = b.finish().map_err(|source| SinkError::Batch {
+            table: def.name.into(),
+            source,
+        })?;
+        let mut batches = vec![TableBatch { table: def, batch }];
+        batches.extend(self.request_log(run_id)?);
+        self.sink
+            .commit(Commit {
+                batches,
+                checkpoints: Vec::new(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    fn request_log(&self, run_id: &str) -> Result<Option<TableBatch>, SinkError> {
+        let log: Vec<RequestRecord> = self.client.drain_log();
+        if log.is_empty() {
+            return Ok(None);
+        }
+        let def = tables::table("_sync_requests").expect("requests table");
+        let mut b = BatchBuilder::new(def, run_id, self.clock.now());
+        for r in &log {
+            b.row()
+                .timestamp(Some(r.at))
+                .text(Some(run_id))
+                .text(Some(&r.route))
+                .int(Some(i64::from(r.status)))
+                .int(Some(r.latency_ms))
+                .int(r.rate_remaining.map(i64::from))
+                .int(r.quota_remaining.map(|q| q as i64))
+                .float(r.retry_after_s)
+                .text(r.error.as_deref())
+                .end_bare();
+        }
+        let batch = b.finish().map_err(|source| SinkError::Batch {
+            table: def.name.into(),
+            source,
+        })?;
+        Ok(Some(TableBatch { table: def, batch }))
+    }
+
+    /// Commits mapped rows, the request log so far and the checkpoint in one transaction.
+    async fn commit(
+        &self,
+        run_id: &str,
+        rows: Rows,
+        checkpoint: Option<Checkpoint>,
+        progress: &mut Progress,
+    ) -> Result<(), SinkError> {
+        progress.quarantined += rows.quarantined.len() as u64;
+        let mut batches = rows.into_batches()?;
+        batches.extend(self.request_log(run_id)?);
+        let stats = self
+            .sink
+            .commit(Commit {
+                batches,
+                checkpoints: checkpoint.into_iter().collect(),
+            })
+            .await?;
+        progress.rows_written += stats.rows_written;
+        Ok(())
+    }
+
+    async fn run_pipeline(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        universe: &mut Option<Vec<Member>>,
+    ) -> Result<Progress, (Progress, SyncError)> {
+        let mut progress = Progress::default();
+        let result = match pipeline.fan_out {
+            FanOut::None => self.run_single(pipeline, run_id, &mut progress).await,
+            FanOut::Universe => self.run_fan_out(pipeline, run_id, universe, &mut progress).await,
+        };
+        match result {
+            Ok(()) => Ok(progress),
+            Err(e) => Err((progress, e)),
+        }
+    }
+
+    async fn run_single(&self, pipeline: &Pipeline, run_id: &str, progress: &mut Progress) -> Result<(), SyncError> {
+        let route = pipeline.route.clone();
+        let name = pipeline.name.clone();
+        let records = pipeline.records;
+        let access = if pipeline.auth { Access::Key } else { Access::Public };
+        let fetched = self
+            .client
+            .get(&route, access, |body| {
+                let mut rows = Rows::new(run_id, &route, self.clock.now());
+                let cursor = match records {
+                    Records::Indices => {
+                        let page: wire::IndicesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                        records::indices(&mut rows, &page);
+                        rows.fetched_at.to_rfc3339()
+                    }
+                    Records::Coverage => {
+                        let page: wire::CoveragePage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                        records::coverage(&mut rows, &page);
+                        page.generated_at.to_rfc3339()
+                    }
+                    other => return Err(format!("records = {other:?} needs fan_out = \"universe\"")),
+                };
+                Ok((rows, cursor))
+            })
+            .await
+            .map_err(upstream_error)?;
+        let (rows, cursor) = fetched.value;
+        let checkpoint = Checkpoint {
+            pipeline: name,
+            partition: String::new(),
+            cursor,
+        };
+        self.commit(run_id, rows, Some(checkpoint), progress).await?;
+        Ok(())
+    }
+
+    async fn run_fan_out(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        universe: &mut Option<Vec<Member>>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        if universe.is_none() {
+            *universe = Some(self.resolve_universe(run_id, progress).await?);
+        }
+        if pipeline.records == Records::Company {
+            return Ok(());
+        }
+        let members = universe.clone().unwrap_or_default();
+        let checkpoints = {
+            let name = pipeline.name.clone();
+            self.sink.call(move |s| s.checkpoints(&name)).await??
+        };
+        for member in &members {
+            let today = self.clock.now().date_naive();
+            let path = pipeline.route.replace("{company}", &encode(&member.key));
+            let (route, partial) = match pipeline.records {
+                Records::Prices => {
+                    let last = checkpoints.get(&member.key).and_then(|c| c.parse::<NaiveDate>().ok());
+                    let range = planner::price_range(last, today, &pipeline.params);
+                    (format!("{path}?range={range}"), last)
+                }
+                _ => (path, None),
+            };
+            let key = member.key.clone();
+            let records = pipeline.records;
+            let fetched = self
+                .client
+                .get(&route, Access::Key, |body| {
+                    let mut rows = Rows::new(run_id, &route, self.clock.now());
+                    let newest = match records {
+                        Records::Prices => {
+                            let page: wire::PricesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                            records::prices(&mut rows, &page, &key)
+                        }
+                        Records::Dividends => {
+                            let page: wire::DividendsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                            let as_of = rows.fetched_at.date_naive();
+                            records::dividends(&mut rows, &page, &key, as_of)
+                        }
+                        other => return Err(format!("records = {other:?} cannot fan out over companies")),
+                    };
+                    Ok((rows, newest))
+                })
+                .await;
+            let (rows, newest) = match fetched {
+                Ok(f) => f.value,
+                Err(UpstreamError::NotFound { route, message }) => {
+                    progress.problems.push(format!("{route}: 404 {message}"));
+                    continue;
+                }
+                Err(e) => return Err(upstream_error(e)),
+            };
+            let cursor = newest.max(partial).map(|d| d.to_string()).unwrap_or_default();
+            let checkpoint = Checkpoint {
+                pipeline: pipeline.name.clone(),
+                partition: member.key.clone(),
+                cursor,
+            };
+            self.commit(run_id, rows, Some(checkpoint), progress).await?;
+        }
+        Ok(())
+    }
+
+    /// Maps every configured identifier to its canonical `company_key`, asking the
+    /// service only about identifiers never resolved before, and drops duplicates
+    /// (`MSFT` and `789019` are one company).
+    async fn resolve_universe(&self, run_id: &str, progress: &mut Progress) -> Result<Vec<Member>, SyncError> {
+        let known: HashMap<String, String> = self.sink.call(|s| s.checkpoints(UNIVERSE_PIPELINE)).await??;
+        let mut members: Vec<Member> = Vec::new();
+        for id in &self.config.universe.companies {
+            let id = id.trim().to_owned();
+            let key = match known.get(&id) {
+                Some(key) => key.clone(),
+                None => {
+                    let route = format!("/api/v1/companies/{}", encode(&id));
+                    let fetched = self
+                        .client
+                        .get(&route, Access::Key, |body| {
+                            let mut rows = Rows::new(run_id, &route, self.clock.now());
+                            let raw: &RawValue = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                            let company = records::company(&mut rows, raw);
+                            Ok((rows, company))
+                        })
+                        .await;
+                    let (rows, company) = match fetched {
+                        Ok(f) => f.value,
+                        Err(UpstreamError::NotFound { .. }) => {
+                            progress.problems.push(format!(
+                                "universe.companies: {id:?} is unknown to the service (404); fix or remove it"
+                            ));
+                            continue;
+                        }
+                        Err(e) => return Err(upstream_error(e)),
+                    };
+                    let Some(company) = company else {
+                        self.commit(run_id, rows, None, progress).await?;
+                        continue;
+                    };
+                    let checkpoint = Checkpoint {
+                        pipeline: UNIVERSE_PIPELINE.into(),
+                        partition: id.clone(),
+                        cursor: company.cik.clone(),
+                    };
+                    self.commit(run_id, rows, Some(checkpoint), progress).await?;
+                    company.cik
+                }
+            };
+            if !members.iter().any(|m| m.key == key) {
+                members.push(Member { key });
+            }
+        }
+        Ok(members)
+    }
+}
+
+fn upstream_error(e: UpstreamError) -> SyncError {
+    match e {
+        UpstreamError::Unauthenticated { .. } => SyncError::Unauthenticated(e.to_string()),
+        UpstreamError::QuotaExhausted { .. } => SyncError::QuotaExhausted { message: e.to_string() },
+        other => SyncError::Other(other.to_string()),
+    }
+}

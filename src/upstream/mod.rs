@@ -1,0 +1,395 @@
+//! The upstream client: authentication, pacing within the rate limit, retries
+//! with jittered backoff that honour `Retry-After`, and a request log.
+//!
+//! Every request goes through [`Client::get`], which returns only a response
+//! whose body arrived whole and parsed: a truncated or malformed body is
+//! retried like a 5xx, so nothing downstream ever commits half a page.
+
+pub mod ratelimit;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use reqwest::StatusCode;
+
+use crate::clock::Clock;
+use crate::config::{ApiKey, UpstreamConfig};
+use crate::wire::ErrorBody;
+use ratelimit::{Pacer, QuotaWindow, RateWindow};
+
+/// Why a request did not produce a usable response.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error(
+        "the service refused the API key (401 on {route}): {message}; check the key, or rotate it if it was revoked"
+    )]
+    Unauthenticated { route: String, message: String },
+    #[error("quota exhausted: the {window} window resets at {reset_at}; for a bigger plan contact {sales_email}")]
+    QuotaExhausted {
+        window: String,
+        reset_at: DateTime<Utc>,
+        sales_email: String,
+    },
+    #[error("{route}: not found (404): {message}")]
+    NotFound { route: String, message: String },
+    #[error("{route}: the service rejected the request (400): {message}")]
+    BadRequest {
+        route: String,
+        message: String,
+        body: ErrorBody,
+    },
+    #[error("{route}: HTTP {status}: {message}")]
+    Status {
+        route: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{route}: {message}")]
+    Transient {
+        route: String,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+}
+
+impl UpstreamError {
+    fn is_retriable(&self) -> bool {
+        matches!(self, UpstreamError::Transient { .. })
+    }
+}
+
+/// One upstream request attempt, for `_sync_requests`.
+#[derive(Debug, Clone)]
+pub struct RequestRecord {
+    pub at: DateTime<Utc>,
+    pub route: String,
+    /// 0 when no response arrived (timeout, reset).
+    pub status: u16,
+    pub latency_ms: i64,
+    pub rate_remaining: Option<u32>,
+    pub quota_remaining: Option<u64>,
+    pub retry_after_s: Option<f64>,
+    pub error: Option<String>,
+}
+
+/// What the last responses said about the quota.
+#[derive(Debug, Clone, Default)]
+pub struct QuotaSeen {
+    pub quota: QuotaWindow,
+    pub rate: RateWindow,
+}
+
+/// Whether a request carries the API key. Public routes are limited per caller,
+/// not per key, so their headers describe another budget and get their own pacer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Key,
+    Public,
+}
+
+/// A whole, parsed response.
+#[derive(Debug)]
+pub struct Fetched<T> {
+    pub value: T,
+    pub body: Bytes,
+    /// Request path and query, never the key.
+    pub route: String,
+    pub fetched_at: DateTime<Utc>,
+}
+
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: reqwest::Client,
+    base: String,
+    key: Option<ApiKey>,
+    clock: Clock,
+    pacer: Pacer,
+    public_pacer: Pacer,
+    max_attempts: usize,
+    log: Mutex<Vec<RequestRecord>>,
+    quota: Mutex<QuotaSeen>,
+    sent: std::sync::atomic::AtomicU64,
+}
+
+impl Client {
+    /// # Errors
+    /// When the HTTP client cannot be built (TLS backend unavailable).
+    pub fn new(config: &UpstreamConfig, key: Option<ApiKey>, clock: Clock) -> Result<Client, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(config.timeout_secs))
+            .connect_timeout(Duration::from_secs(config.timeout_secs.min(10)))
+            .pool_idle_timeout(Duration::from_secs(60))
+            .user_agent(concat!("fdsync/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        let plan_limit = config.plan.and_then(|p| p.per_minute());
+        Ok(Client {
+            inner: Arc::new(Inner {
+                http,
+                base: config.base_url.trim_end_matches('/').to_owned(),
+                key,
+                pacer: Pacer::new(clock.clone(), plan_limit),
+                public_pacer: Pacer::new(clock.clone(), None),
+                clock,
+                max_attempts: config.max_attempts,
+                log: Mutex::new(Vec::new()),
+                quota: Mutex::new(QuotaSeen::default()),
+                sent: Default::default(),
+            }),
+        })
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
+    }
+
+    /// Requests sent so far (every attempt counts: that is what the quota counts).
+    pub fn requests_sent(&self) -> u64 {
+        self.inner.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Takes the request log accumulated since the last call.
+    pub fn drain_log(&self) -> Vec<RequestRecord> {
+        std::mem::take(&mut *self.inner.log.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub fn quota_seen(&self) -> QuotaSeen {
+        self.inner.quota.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// GETs `route` (a path under the base URL, query included) and parses the body
+    /// with `parse`, retrying transient failures, including bodies that do not parse.
+    ///
+    /// # Errors
+    /// See [`UpstreamError`]; only `Transient` failures are retried, and they are
+    /// returned once `max_attempts` is spent.
+    pub async fn get<T>(
+        &self,
+        route: &str,
+        access: Access,
+        parse: impl Fn(&Bytes) -> Result<T, String>,
+    ) -> Result<Fetched<T>, UpstreamError> {
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(500))
+            .with_max_delay(Duration::from_secs(60))
+            .with_max_times(self.inner.max_attempts.saturating_sub(1))
+            .with_jitter();
+        let clock = self.inner.clock.clone();
+        (|| self.attempt(route, access, &parse))
+            .retry(backoff)
+            .sleep(move |d| {
+                let clock = clock.clone();
+                async move { clock.sleep(d).await }
+            })
+            .when(UpstreamError::is_retriable)
+            .adjust(|err, backoff| match err {
+                // Never earlier than the server asked; never a hot loop when it did not say.
+                UpstreamError::Transient {
+                    retry_after: Some(ra), ..
+                } => backoff.map(|b| b.max(*ra)),
+                _ => backoff,
+            })
+            .notify(|err, wait| tracing::warn!(message = "Retrying request.", %err, wait_ms = wait.as_millis() as u64))
+            .await
+    }
+
+    async fn attempt<T>(
+        &self,
+        route: &str,
+        access: Access,
+        parse: &impl Fn(&Bytes) -> Result<T, String>,
+    ) -> Result<Fetched<T>, UpstreamError> {
+        let inner = &self.inner;
+        let pacer = match access {
+            Access::Key => &inner.pacer,
+            Access::Public => &inner.public_pacer,
+        };
+        if access == Access::Key {
+            let seen = inner.quota.lock().unwrap_or_else(|e| e.into_inner());
+            if let (Some(0), Some(reset_at)) = (seen.quota.remaining, seen.quota.reset_at) {
+                if inner.clock.now() < reset_at {
+                    // The next request would be refused and counted: do not send it.
+                    return Err(UpstreamError::QuotaExhausted {
+                        window: seen.quota.window.clone().unwrap_or_else(|| "quota".into()),
+                        reset_at,
+                        sales_email: "the service's sales team".into(),
+                    });
+                }
+            }
+        }
+        pacer.acquire().await;
+        let started = Instant::now();
+        let at = inner.clock.now();
+        let mut request = inner.http.get(format!("{}{}", inner.base, route));
+        if let (Access::Key, Some(key)) = (access, &inner.key) {
+            request = request.header("X-API-KEY", key.expose());
+        }
+        inner.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut record = RequestRecord {
+            at,
+            route: route.to_owned(),
+            status: 0,
+            latency_ms: 0,
+            rate_remaining: None,
+            quota_remaining: None,
+            retry_after_s: None,
+            error: None,
+        };
+        let result = self.exchange(request, route, access, pacer, parse, &mut record).await;
+        record.latency_ms = started.elapsed().as_millis() as i64;
+        if let Err(err) = &result {
+            record.error = Some(err.to_string());
+        }
+        tracing::debug!(
+            message = "Request done.",
+            route,
+            status = record.status,
+            latency_ms = record.latency_ms
+        );
+        inner.log.lock().unwrap_or_else(|e| e.into_inner()).push(record);
+        result
+    }
+
+    async fn exchange<T>(
+        &self,
+        request: reqwest::RequestBuilder,
+        route: &str,
+        access: Access,
+        pacer: &Pacer,
+        parse: &impl Fn(&Bytes) -> Result<T, String>,
+        record: &mut RequestRecord,
+    ) -> Result<Fetched<T>, UpstreamError> {
+        let inner = &self.inner;
+        let transient = |message: String, retry_after| UpstreamError::Transient {
+            route: route.to_owned(),
+            message,
+            retry_after,
+        };
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                pacer.observe(None);
+                // reqwest errors carry the URL, which never holds the key (it travels in a header).
+                return Err(transient(format!("request failed: {}", without_url(&e)), None));
+            }
+        };
+        let status = response.status();
+        let headers = response.headers().clone();
+        let rate = RateWindow::from_headers(&headers);
+        let quota = QuotaWindow::from_headers(&headers);
+        pacer.observe(Some(&rate));
+        record.status = status.as_u16();
+        record.rate_remaining = rate.remaining;
+        record.quota_remaining = quota.remaining;
+        if access == Access::Key {
+            let mut seen = inner.quota.lock().unwrap_or_else(|e| e.into_inner());
+            if quota.remaining.is_some() {
+                seen.quota = quota;
+            }
+            if rate.remaining.is_some() {
+                seen.rate = rate;
+            }
+        }
+        let now = inner.clock.now();
+        let retry_after = ratelimit::retry_after(&headers, now);
+        record.retry_after_s = retry_after.map(|d| d.as_secs_f64());
+        let body = match response.bytes().await {
+            Ok(b) => b,
+            Err(e) => return Err(transient(format!("response body cut short: {}", without_url(&e)), None)),
+        };
+        if status.is_success() {
+            return match parse(&body) {
+                Ok(value) => Ok(Fetched {
+                    value,
+                    body,
+                    route: route.to_owned(),
+                    fetched_at: now,
+                }),
+                Err(e) => Err(transient(
+                    format!("response body did not parse ({} bytes): {e}", body.len()),
+                    None,
+                )),
+            };
+        }
+        let error: ErrorBody = serde_json::from_slice(&body).unwrap_or_else(|_| ErrorBody {
+            error: String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
+            ..Default::default()
+        });
+        let message = error.error.clone();
+        match status {
+            StatusCode::UNAUTHORIZED => Err(UpstreamError::Unauthenticated {
+                route: route.to_owned(),
+                message,
+            }),
+            StatusCode::TOO_MANY_REQUESTS if error.code.as_deref() == Some("quota_exceeded") => {
+                let reset_at = retry_after
+                    .and_then(|d| chrono::Duration::from_std(d).ok())
+                    .map(|d| now + d)
+                    .or(inner.quota.lock().unwrap_or_else(|e| e.into_inner()).quota.reset_at)
+                    .unwrap_or(now);
+                Err(UpstreamError::QuotaExhausted {
+                    window: inner
+                        .quota
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .quota
+                        .window
+                        .clone()
+                        .unwrap_or_else(|| "quota".into()),
+                    reset_at,
+                    sales_email: error.sales_email.unwrap_or_else(|| "the service's sales team".into()),
+                })
+            }
+            StatusCode::TOO_MANY_REQUESTS => Err(transient(format!("429 rate_limited: {message}"), retry_after)),
+            StatusCode::NOT_FOUND => Err(UpstreamError::NotFound {
+                route: route.to_owned(),
+                message,
+            }),
+            StatusCode::BAD_REQUEST => Err(UpstreamError::BadRequest {
+                route: route.to_owned(),
+                message,
+                body: error,
+            }),
+            s if s.is_server_error() => Err(transient(format!("HTTP {}: {message}", s.as_u16()), retry_after)),
+            s => Err(UpstreamError::Status {
+                route: route.to_owned(),
+                status: s.as_u16(),
+                message,
+            }),
+        }
+    }
+}
+
+fn without_url(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "could not connect"
+    } else if e.is_body() || e.is_decode() {
+        "body error"
+    } else {
+        "transport error"
+    };
+    let mut source = std::error::Error::source(e);
+    let mut detail = String::new();
+    while let Some(s) = source {
+        detail = s.to_string();
+        source = s.source();
+    }
+    if detail.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}: {detail}")
+    }
+}
+
+/// Percent-encodes one path segment or query value.
+pub fn encode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}

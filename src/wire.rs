@@ -1,0 +1,174 @@
+//! Payload shapes of the upstream service (`../shared/spec/wire-contract.md`).
+//!
+//! Record types are shared by the emulator (which serializes them) and the
+//! client (which reads them leniently: optional fields are `Option`, unknown
+//! fields are ignored here and kept whole in the `raw` column). Page envelopes
+//! borrow each record as a [`RawValue`] so the text as served reaches the
+//! warehouse unchanged, and one bad record can be quarantined alone.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// Error body of every non-2xx JSON response.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sales_email: Option<String>,
+    /// On a 400 for an 8-K filing with several coded items: the items it carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Company {
+    pub cik: String,
+    pub symbol: Option<String>,
+    pub name: Option<String>,
+    pub market: Option<String>,
+    pub currency: Option<String>,
+    #[serde(default)]
+    pub predecessors: Vec<String>,
+}
+
+/// `GET /companies/{id}/prices`.
+#[derive(Debug, Deserialize)]
+pub struct PricesPage<'a> {
+    pub symbol: Option<String>,
+    #[serde(borrow)]
+    pub bars: Vec<&'a RawValue>,
+    #[serde(rename = "displayFrom")]
+    pub display_from: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bar {
+    pub t: i64,
+    pub o: Option<f64>,
+    pub h: Option<f64>,
+    pub l: Option<f64>,
+    pub c: f64,
+    pub v: Option<i64>,
+}
+
+/// `GET /companies/{id}/dividends`.
+#[derive(Debug, Deserialize)]
+pub struct DividendsPage<'a> {
+    pub cik: Option<String>,
+    pub symbol: Option<String>,
+    pub currency: Option<String>,
+    #[serde(borrow)]
+    pub events: Vec<&'a RawValue>,
+    #[serde(borrow)]
+    pub summary: Option<&'a RawValue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DividendEvent {
+    pub ex_date: NaiveDate,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub amount: f64,
+    pub amount_split_adj: Option<f64>,
+    pub ttm: Option<f64>,
+    pub change_pct: Option<f64>,
+    pub yield_at_ex_date_pct: Option<f64>,
+    pub yield_period_avg_pct: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DividendSummary {
+    pub count: i64,
+    pub latest_amount: Option<f64>,
+    pub latest_ex_date: Option<NaiveDate>,
+    pub ttm_total: Option<f64>,
+    pub last_price: Option<f64>,
+    pub trailing_yield_pct: Option<f64>,
+    pub indicated_yield_pct: Option<f64>,
+    #[serde(rename = "growth1y")]
+    pub growth_1y: Option<f64>,
+    #[serde(rename = "growth3y")]
+    pub growth_3y: Option<f64>,
+    pub cadence: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct YieldPoint {
+    pub date: NaiveDate,
+    pub trailing_yield_pct: f64,
+}
+
+/// `GET /indices`.
+#[derive(Debug, Deserialize)]
+pub struct IndicesPage<'a> {
+    #[serde(borrow)]
+    pub indices: Vec<&'a RawValue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    pub symbol: String,
+    pub name: Option<String>,
+    pub short_name: Option<String>,
+    pub category: Option<String>,
+    pub benchmark_role: Option<String>,
+    pub sector_key: Option<String>,
+    pub index_family: Option<String>,
+    pub issuer: Option<String>,
+    pub expense_ratio: Option<f64>,
+    pub inception_date: Option<NaiveDate>,
+    pub last_price: Option<f64>,
+    pub last_price_date: NaiveDate,
+    pub return_1d: Option<f64>,
+    pub return_1w: Option<f64>,
+    pub return_1m: Option<f64>,
+    pub return_ytd: Option<f64>,
+    pub return_1y: Option<f64>,
+    pub return_5y: Option<f64>,
+    pub low_52w: Option<f64>,
+    pub high_52w: Option<f64>,
+    pub volatility_30d: Option<f64>,
+    pub price_rows: Option<i64>,
+    pub days_stale: Option<i64>,
+}
+
+/// `GET /landing/coverage` (public).
+#[derive(Debug, Deserialize)]
+pub struct CoveragePage<'a> {
+    #[serde(rename = "generatedAt")]
+    pub generated_at: DateTime<Utc>,
+    #[serde(borrow)]
+    pub markets: Vec<CoverageMarketRaw<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CoverageMarketRaw<'a> {
+    pub market: String,
+    pub companies: Option<i64>,
+    #[serde(borrow, rename = "dataTypes")]
+    pub data_types: Vec<&'a RawValue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CoverageDataType {
+    #[serde(rename = "type")]
+    pub data_type: String,
+    pub history_from: Option<NaiveDate>,
+    pub completeness_pct: Option<f64>,
+    pub periods: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CoverageMarket {
+    pub market: String,
+    pub companies: i64,
+    #[serde(rename = "dataTypes")]
+    pub data_types: Vec<CoverageDataType>,
+}

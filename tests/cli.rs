@@ -1,0 +1,88 @@
+use std::process::Output;
+
+use fdsync::emulator::PlanLimits;
+
+use crate::util::{config_text, emulator_with, frozen_clock};
+
+async fn run_sync(base_url: &str, key: Option<&str>, extra: &[&str]) -> (Output, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("fdsync.toml");
+    std::fs::write(&config, config_text(base_url, &dir.path().join("wh.duckdb"), &["MSFT"])).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_fdsync"));
+    cmd.arg("--config")
+        .arg(&config)
+        .args(["sync", "--once"])
+        .args(extra)
+        .env_remove("FDSYNC_TEST_KEY_UNSET");
+    if let Some(key) = key {
+        cmd.env("FDSYNC_TEST_KEY_UNSET", key);
+    }
+    (cmd.output().await.unwrap(), dir)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[tokio::test]
+async fn a_refused_key_exits_2_and_is_never_printed() {
+    let emulator = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let secret = "pk_live_not_a_real_key_S3CR3T";
+    let (out, _dir) = run_sync(&emulator.base_url(), Some(secret), &["-vv"]).await;
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(all.contains("refused the API key"), "{all}");
+    assert!(!all.contains("S3CR3T"), "the key leaked: {all}");
+}
+
+#[tokio::test]
+async fn a_malformed_key_exits_2_before_any_request() {
+    let emulator = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let (out, _dir) = run_sync(&emulator.base_url(), Some("sk_live_S3CR3T"), &[]).await;
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(all.contains("malformed") && all.contains("pk_live_"), "{all}");
+    assert!(!all.contains("S3CR3T"), "the key leaked: {all}");
+    assert_eq!(emulator.emulator.stats().requests, 0);
+}
+
+#[tokio::test]
+async fn a_missing_key_exits_2_naming_the_variable() {
+    let emulator = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let (out, _dir) = run_sync(&emulator.base_url(), None, &[]).await;
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(all.contains("FDSYNC_TEST_KEY_UNSET"), "{all}");
+}
+
+#[tokio::test]
+async fn a_good_key_syncs_and_exits_0() {
+    let emulator = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let secret = crate::util::TEST_KEY;
+    let (out, dir) = run_sync(&emulator.base_url(), Some(secret), &["-vv", "--pipeline", "prices"]).await;
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert!(!all.contains(secret), "the key leaked at trace level: {all}");
+    let db = std::fs::read(dir.path().join("wh.duckdb")).unwrap();
+    assert!(
+        !db.windows(secret.len()).any(|w| w == secret.as_bytes()),
+        "the key is in the warehouse file"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_pipeline_is_a_usage_error() {
+    let (out, _dir) = run_sync(
+        "http://127.0.0.1:9",
+        Some(crate::util::TEST_KEY),
+        &["--pipeline", "nope"],
+    )
+    .await;
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(all.contains("no pipeline named \"nope\""), "{all}");
+}

@@ -1,0 +1,115 @@
+use fdsync::emulator::PlanLimits;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::util::{TEST_KEY, emulator_with, frozen_clock};
+
+async fn get(url: &str, headers: &[(&str, &str)]) -> (StatusCode, reqwest::header::HeaderMap, Value) {
+    let mut req = reqwest::Client::new().get(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let r = req.send().await.unwrap();
+    let (status, h) = (r.status(), r.headers().clone());
+    (status, h, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn authentication_follows_the_spec() {
+    let emu = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let url = format!("{}/api/v1/indices", emu.base_url());
+    let bearer = format!("Bearer {TEST_KEY}");
+
+    let (s, _, body) = get(&url, &[]).await;
+    assert_eq!(
+        (s, body["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthenticated"))
+    );
+    let (s, _, body) = get(&url, &[("X-API-KEY", "sk_live_abc")]).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert!(body["error"].as_str().unwrap().contains("pk_live_"));
+    let (s, _, _) = get(&url, &[("Authorization", &bearer)]).await;
+    assert_eq!(s, StatusCode::OK, "Bearer is accepted");
+    // X-API-KEY wins when both are sent, even when it is the wrong one.
+    let (s, _, _) = get(&url, &[("X-API-KEY", "pk_live_wrong"), ("Authorization", &bearer)]).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _, _) = get(
+        &url,
+        &[("X-API-KEY", TEST_KEY), ("Authorization", "Bearer pk_live_wrong")],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    // A data key is refused on account surfaces.
+    let (s, _, _) = get(&format!("{}/api/v1/keys", emu.base_url()), &[("X-API-KEY", TEST_KEY)]).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // Coverage is public.
+    let (s, _, body) = get(&format!("{}/api/v1/landing/coverage", emu.base_url()), &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body["markets"][0]["dataTypes"][0]["historyFrom"].is_string());
+}
+
+#[tokio::test]
+async fn limits_headers_and_429s_follow_the_wire_contract() {
+    let emu = emulator_with(&frozen_clock(), PlanLimits::scale(2, None)).await;
+    let url = format!("{}/api/v1/companies/MSFT", emu.base_url());
+    let key = [("X-API-KEY", TEST_KEY)];
+    let (s, h, _) = get(&url, &key).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(h["ratelimit-limit"], "2");
+    assert_eq!(h["ratelimit-remaining"], "1");
+    assert_eq!(h["ratelimit-reset"], "60");
+    get(&url, &key).await;
+    let (s, h, body) = get(&url, &key).await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(body["code"], "rate_limited");
+    assert_eq!(h["retry-after"], "60");
+    assert_eq!(h["ratelimit-remaining"], "0");
+
+    let free = emulator_with(&frozen_clock(), PlanLimits::free()).await;
+    let (_, h, _) = get(&format!("{}/api/v1/indices", free.base_url()), &key).await;
+    assert_eq!(h["x-quota-limit"], "250");
+    assert_eq!(h["x-quota-remaining"], "249");
+    assert_eq!(h["x-quota-window"], "day");
+    assert_eq!(h["x-quota-reset"], "2026-11-26T00:00:00Z");
+}
+
+#[tokio::test]
+async fn bad_parameters_and_unknown_ids_are_400_and_404() {
+    let emu = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let key = [("X-API-KEY", TEST_KEY)];
+    let base = emu.base_url();
+    let (s, _, body) = get(&format!("{base}/api/v1/companies/MSFT/prices?range=2W"), &key).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(body["error"].as_str().unwrap().contains("1M"));
+    let (s, _, _) = get(&format!("{base}/api/v1/companies/NOPE/prices"), &key).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // A bare number is a CIK: 2330 is not TSMC, TW:2330 is.
+    let (s, _, _) = get(&format!("{base}/api/v1/companies/2330"), &key).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _, body) = get(&format!("{base}/api/v1/companies/TW%3A2330"), &key).await;
+    assert_eq!((s, body["cik"].as_str()), (StatusCode::OK, Some("TW:2330")));
+    let (s, _, body) = get(&format!("{base}/api/v1/companies/789019"), &key).await;
+    assert_eq!(body["cik"], "0000789019", "{s}");
+}
+
+#[tokio::test]
+async fn prices_default_to_one_year_oldest_first_and_dividends_oldest_first() {
+    let emu = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let key = [("X-API-KEY", TEST_KEY)];
+    let base = emu.base_url();
+    let (_, _, one_year) = get(&format!("{base}/api/v1/companies/AAPL/prices"), &key).await;
+    let (_, _, explicit) = get(&format!("{base}/api/v1/companies/AAPL/prices?range=1Y"), &key).await;
+    assert_eq!(one_year, explicit);
+    let bars = one_year["bars"].as_array().unwrap();
+    assert!((250..=262).contains(&bars.len()), "{}", bars.len());
+    assert!(bars.windows(2).all(|w| w[0]["t"].as_i64() < w[1]["t"].as_i64()));
+    let (_, _, div) = get(&format!("{base}/api/v1/companies/MSFT/dividends"), &key).await;
+    let events = div["events"].as_array().unwrap();
+    assert!(events[0]["changePct"].is_null());
+    assert!(
+        events
+            .windows(2)
+            .all(|w| w[0]["exDate"].as_str() < w[1]["exDate"].as_str())
+    );
+    assert_eq!(div["summary"]["count"].as_u64().unwrap() as usize, events.len());
+}

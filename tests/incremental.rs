@@ -1,0 +1,100 @@
+use fdsync::emulator::PlanLimits;
+
+use crate::util::{Harness, UNIVERSE};
+
+const ENTITY_TABLES: &[(&str, &str)] = &[
+    ("companies", "company_key"),
+    ("prices_daily", "company_key, date"),
+    ("dividends", "company_key, ex_date, type"),
+    ("dividend_summaries", "company_key, as_of_date"),
+    ("index_snapshots", "symbol, last_price_date"),
+    ("coverage_snapshots", "observed_date, market, data_type"),
+];
+
+#[tokio::test]
+async fn syncing_twice_writes_nothing_twice() {
+    let h = Harness::new(PlanLimits::build(), UNIVERSE).await;
+    let (first, result) = h.syncer.run_once(&h.pipelines).await;
+    result.unwrap();
+    for (table, _) in ENTITY_TABLES {
+        assert!(
+            h.int(&format!("SELECT count(*) FROM {table}")).await > 0,
+            "{table} is empty"
+        );
+    }
+    // MSFT and 0000789019 are one company.
+    assert_eq!(h.int("SELECT count(DISTINCT company_key) FROM prices_daily").await, 5);
+    let before: Vec<i64> = {
+        let mut v = Vec::new();
+        for (table, _) in ENTITY_TABLES {
+            v.push(h.int(&format!("SELECT count(*) FROM {table}")).await);
+        }
+        v
+    };
+
+    let (second, result) = h.syncer.run_once(&h.pipelines).await;
+    result.unwrap();
+    assert_ne!(first.run_id, second.run_id);
+    for o in &second.outcomes {
+        assert_eq!(o.rows_written, 0, "{} rewrote rows on a no-change sync", o.pipeline);
+    }
+    for ((table, key), n) in ENTITY_TABLES.iter().zip(before) {
+        assert_eq!(h.int(&format!("SELECT count(*) FROM {table}")).await, n, "{table} grew");
+        let dupes = h
+            .int(&format!(
+                "SELECT count(*) FROM (SELECT {key} FROM {table} GROUP BY ALL HAVING count(*) > 1)"
+            ))
+            .await;
+        assert_eq!(dupes, 0, "{table} has duplicate keys");
+        let rewritten = h
+            .int(&format!(
+                "SELECT count(*) FROM {table} WHERE _run_id = '{}'",
+                second.run_id
+            ))
+            .await;
+        assert_eq!(rewritten, 0, "{table}: rows rewritten by the second run");
+    }
+    // The second run asked about no company again: the universe is resolved once.
+    let company_requests = h
+        .int(&format!(
+            "SELECT count(*) FROM _sync_requests WHERE run_id = '{}' AND regexp_matches(route, '^/api/v1/companies/[^/]+$')",
+            second.run_id
+        ))
+        .await;
+    assert_eq!(company_requests, 0);
+    let runs = h.int("SELECT count(*) FROM _sync_runs WHERE status = 'ok'").await;
+    assert_eq!(runs as usize, first.outcomes.len() + second.outcomes.len());
+}
+
+#[tokio::test]
+async fn a_new_trading_day_adds_one_bar_per_company_with_a_short_range() {
+    let h = Harness::new(PlanLimits::build(), &["AAPL", "MSFT"]).await;
+    let (_, result) = h.syncer.run_once(&h.pipelines).await;
+    result.unwrap();
+    let bars = h.int("SELECT count(*) FROM prices_daily").await;
+    let last = h.strings("SELECT max(date)::VARCHAR FROM prices_daily").await;
+    assert_eq!(last, ["2026-11-25"]);
+
+    // Thursday's session closes.
+    h.clock
+        .as_sim()
+        .unwrap()
+        .advance(std::time::Duration::from_secs(24 * 3600));
+    let (run, result) = h.syncer.run_once(&h.pipelines).await;
+    result.unwrap();
+    assert_eq!(h.int("SELECT count(*) FROM prices_daily").await, bars + 2);
+    let routes = h
+        .strings(&format!(
+            "SELECT route FROM _sync_requests WHERE run_id = '{}' AND route LIKE '%/prices%' ORDER BY route",
+            run.run_id
+        ))
+        .await;
+    assert_eq!(routes.len(), 2);
+    assert!(routes.iter().all(|r| r.ends_with("range=1M")), "{routes:?}");
+    let prices = run.outcomes.iter().find(|o| o.pipeline == "prices").unwrap();
+    assert_eq!(prices.rows_written, 2, "only the new bars are written");
+    let dupes = h
+        .int("SELECT count(*) FROM (SELECT company_key, date FROM prices_daily GROUP BY ALL HAVING count(*) > 1)")
+        .await;
+    assert_eq!(dupes, 0);
+}

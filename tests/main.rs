@@ -1,0 +1,14 @@
+//! Integration tests: fdsync against its emulator on 127.0.0.1 and a real DuckDB
+//! file. Time is simulated: the clock is shared by the emulator and the client,
+//! so waiting out a rate window takes no real time.
+
+mod util;
+
+/// The `fdsync` binary: exit codes and the key never printed.
+mod cli;
+/// The emulator: as strict as the spec.
+mod emulator;
+/// Incremental loads: no duplicate keys, no rewritten rows, new data lands.
+mod incremental;
+/// Pacing and retries: no self-caused 429, Retry-After honoured, quota stops.
+mod pacing;

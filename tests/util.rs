@@ -1,0 +1,136 @@
+//! Helpers: an emulator on 127.0.0.1:0, a throwaway warehouse, and a syncer
+//! wired to both, so each test reads as what it checks.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use fdsync::clock::Clock;
+use fdsync::config::{ApiKey, Config};
+use fdsync::emulator::{self, Account, EmulatorConfig, PlanLimits, RunningEmulator};
+use fdsync::pipeline::{self, Pipeline};
+use fdsync::sink::SinkHandle;
+use fdsync::sync::Syncer;
+use fdsync::upstream::Client;
+
+pub const TEST_KEY: &str = "pk_live_test_account_key_0001";
+
+/// A Wednesday evening, after the session closed.
+pub fn start_time() -> DateTime<Utc> {
+    "2026-11-25T23:00:00Z".parse().unwrap()
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A frozen simulated clock: it moves only when someone waits or a test advances it.
+pub fn frozen_clock() -> Clock {
+    Clock::simulated(start_time(), 0.0)
+}
+
+pub async fn emulator_with(clock: &Clock, plan: PlanLimits) -> RunningEmulator {
+    let config = EmulatorConfig {
+        clock: clock.clone(),
+        accounts: vec![Account {
+            name: "test".into(),
+            plan,
+            keys: vec![TEST_KEY.into()],
+        }],
+        generated_companies: 50,
+        ..EmulatorConfig::default()
+    };
+    emulator::spawn(config, SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .unwrap()
+}
+
+pub fn config_text(base_url: &str, warehouse: &Path, companies: &[&str]) -> String {
+    let companies: Vec<String> = companies.iter().map(|c| format!("{c:?}")).collect();
+    format!(
+        r#"
+[upstream]
+base_url = "{base_url}"
+api_key_env = "FDSYNC_TEST_KEY_UNSET"
+max_attempts = 4
+timeout_secs = 10
+
+[warehouse]
+duckdb = "{}"
+
+[universe]
+companies = [{}]
+
+[pipelines]
+dir = "{}"
+"#,
+        warehouse.display(),
+        companies.join(", "),
+        repo().join("pipelines").display()
+    )
+}
+
+pub const UNIVERSE: &[&str] = &["AAPL", "MSFT", "0000789019", "TW:2330", "JP:7203", "O"];
+
+pub struct Harness {
+    pub emulator: RunningEmulator,
+    pub clock: Clock,
+    pub syncer: Syncer,
+    pub pipelines: Vec<Pipeline>,
+    /// Keeps the warehouse directory alive for the test.
+    pub _tempdir: tempfile::TempDir,
+}
+
+impl Harness {
+    pub async fn new(plan: PlanLimits, companies: &[&str]) -> Harness {
+        let clock = frozen_clock();
+        let emulator = emulator_with(&clock, plan).await;
+        let dir = tempfile::tempdir().unwrap();
+        let warehouse = dir.path().join("wh.duckdb");
+        let text = config_text(&emulator.base_url(), &warehouse, companies);
+        let config = Config::from_toml(&text, Path::new("test.toml"), std::iter::empty()).unwrap();
+        let pipelines = pipeline::load_dir(&config.pipelines.dir, None).unwrap();
+        let key = ApiKey::parse(TEST_KEY, "test").unwrap();
+        let client = Client::new(&config.upstream, Some(key), clock.clone()).unwrap();
+        let sink = SinkHandle::open_duckdb(warehouse).await.unwrap();
+        let syncer = Syncer {
+            config,
+            client,
+            sink,
+            clock: clock.clone(),
+        };
+        Harness {
+            emulator,
+            clock,
+            syncer,
+            pipelines,
+            _tempdir: dir,
+        }
+    }
+
+    /// One integer from a SQL query on the warehouse.
+    pub async fn int(&self, sql: &str) -> i64 {
+        let sql = sql.to_owned();
+        self.syncer
+            .sink
+            .call(move |s| s.connection().query_row(&sql, [], |r| r.get::<_, i64>(0)))
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("query failed: {e}"))
+    }
+
+    /// Text rows from a SQL query.
+    pub async fn strings(&self, sql: &str) -> Vec<String> {
+        let sql = sql.to_owned();
+        self.syncer
+            .sink
+            .call(move |s| {
+                let mut stmt = s.connection().prepare(&sql)?;
+                let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+                rows.collect::<Result<Vec<_>, _>>()
+            })
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("query failed: {e}"))
+    }
+}
