@@ -44,7 +44,9 @@ fn round(x: f64, places: i32) -> f64 {
 pub struct DividendPolicy {
     pub months_between: u32,
     pub first: NaiveDate,
-    pub base_amount: f64,
+    /// Yield of the first payment, in percent of the price then; later payments
+    /// grow by `annual_raise` each calendar year.
+    pub initial_yield_pct: f64,
     pub annual_raise: f64,
 }
 
@@ -92,6 +94,7 @@ struct Named {
     predecessors: &'static [&'static str],
     listed: (i32, u32, u32),
     price: f64,
+    /// Months between payments, first ex-date, initial yield in percent.
     dividend: Option<(u32, (i32, u32, u32), f64)>,
     split: Option<((i32, u32, u32), f64)>,
 }
@@ -107,7 +110,7 @@ const NAMED: &[Named] = &[
         predecessors: &[],
         listed: (1995, 1, 3),
         price: 1.2,
-        dividend: Some((3, (2012, 8, 9), 0.095)),
+        dividend: Some((3, (2012, 8, 9), 0.6)),
         split: Some(((2020, 8, 31), 4.0)),
     },
     Named {
@@ -119,7 +122,7 @@ const NAMED: &[Named] = &[
         predecessors: &[],
         listed: (1995, 1, 3),
         price: 4.5,
-        dividend: Some((3, (2004, 2, 18), 0.08)),
+        dividend: Some((3, (2004, 2, 18), 1.1)),
         split: None,
     },
     Named {
@@ -131,7 +134,7 @@ const NAMED: &[Named] = &[
         predecessors: &[],
         listed: (1999, 1, 22),
         price: 0.4,
-        dividend: Some((3, (2012, 11, 20), 0.0019)),
+        dividend: Some((3, (2012, 11, 20), 0.2)),
         split: Some(((2024, 6, 10), 10.0)),
     },
     Named {
@@ -143,7 +146,7 @@ const NAMED: &[Named] = &[
         predecessors: &[],
         listed: (1995, 1, 3),
         price: 9.0,
-        dividend: Some((1, (1996, 1, 30), 0.09)),
+        dividend: Some((1, (1996, 1, 30), 5.2)),
         split: None,
     },
     Named {
@@ -155,7 +158,7 @@ const NAMED: &[Named] = &[
         predecessors: &["0001326800"],
         listed: (2012, 5, 18),
         price: 38.0,
-        dividend: Some((3, (2024, 2, 22), 0.5)),
+        dividend: Some((3, (2024, 2, 22), 0.4)),
         split: None,
     },
     Named {
@@ -167,7 +170,7 @@ const NAMED: &[Named] = &[
         predecessors: &[],
         listed: (1995, 1, 5),
         price: 60.0,
-        dividend: Some((3, (2019, 6, 20), 2.0)),
+        dividend: Some((3, (2019, 6, 20), 1.8)),
         split: None,
     },
     Named {
@@ -179,7 +182,7 @@ const NAMED: &[Named] = &[
         predecessors: &[],
         listed: (1995, 1, 4),
         price: 300.0,
-        dividend: Some((6, (2005, 3, 28), 30.0)),
+        dividend: Some((6, (2005, 3, 28), 2.6)),
         split: Some(((2021, 9, 29), 5.0)),
     },
     Named {
@@ -191,7 +194,7 @@ const NAMED: &[Named] = &[
         predecessors: &[],
         listed: (1995, 1, 3),
         price: 4.0,
-        dividend: Some((3, (2000, 2, 10), 0.05)),
+        dividend: Some((3, (2000, 2, 10), 4.5)),
         split: None,
     },
     Named {
@@ -203,7 +206,7 @@ const NAMED: &[Named] = &[
         predecessors: &[],
         listed: (2019, 12, 11),
         price: 35.0,
-        dividend: Some((3, (2020, 5, 17), 0.35)),
+        dividend: Some((3, (2020, 5, 17), 3.9)),
         split: None,
     },
 ];
@@ -237,11 +240,11 @@ impl World {
             drift: 0.0004 + 0.0002 * unit(self.seed, h, 1),
             vol: 0.012 + 0.01 * unit(self.seed, h, 2),
             base_volume: 2e6 + 5e7 * unit(self.seed, h, 3),
-            dividend: n.dividend.map(|(months, first, amount)| DividendPolicy {
+            dividend: n.dividend.map(|(months, first, yield_pct)| DividendPolicy {
                 months_between: months,
                 first: d(first.0, first.1, first.2),
-                base_amount: amount,
-                annual_raise: 0.03 + 0.05 * unit(self.seed, h, 4),
+                initial_yield_pct: yield_pct,
+                annual_raise: 0.06 + 0.06 * unit(self.seed, h, 4),
             }),
             split: n.split.map(|(date, ratio)| (d(date.0, date.1, date.2), ratio)),
         }
@@ -267,8 +270,8 @@ impl World {
             dividend: pays.then(|| DividendPolicy {
                 months_between: months,
                 first: listed + Duration::days(400),
-                base_amount: round(0.05 + 0.5 * unit(self.seed, h, 8), 4),
-                annual_raise: 0.05 * unit(self.seed, h, 9),
+                initial_yield_pct: 0.5 + 5.0 * unit(self.seed, h, 8),
+                annual_raise: 0.1 * unit(self.seed, h, 9),
             }),
             split: (unit(self.seed, h, 10) < 0.2).then(|| (listed + Duration::days(2000), 2.0)),
         }
@@ -360,15 +363,21 @@ impl World {
                 .checked_add_months(chrono::Months::new(policy.months_between))
                 .expect("month in range");
         }
+        let per_year = 12.0 / f64::from(policy.months_between);
+        let base_amount = dates
+            .first()
+            .and_then(|first| close_before(bars, *first))
+            .map_or(0.0, |p| policy.initial_yield_pct / 100.0 * p / per_year);
         let mut events: Vec<DividendEvent> = Vec::with_capacity(dates.len());
         let mut adj_amounts: Vec<f64> = Vec::with_capacity(dates.len());
         for (i, ex) in dates.iter().enumerate() {
             let years = (ex.year() - policy.first.year()).max(0);
-            let adj = round(policy.base_amount * (1.0 + policy.annual_raise).powi(years), 4);
+            let adj = round(base_amount * (1.0 + policy.annual_raise).powi(years), 4);
             let factor = c.split.filter(|(date, _)| ex < date).map_or(1.0, |(_, r)| r);
             adj_amounts.push(adj);
             let ttm = trailing_total(&dates[..=i], &adj_amounts, *ex);
-            let change = (i > 0).then(|| round((adj / adj_amounts[i - 1] - 1.0) * 100.0, 4));
+            let change =
+                (i > 0 && adj_amounts[i - 1] > 0.0).then(|| round((adj / adj_amounts[i - 1] - 1.0) * 100.0, 4));
             let before = close_before(bars, *ex);
             let window_start = if i > 0 { dates[i - 1] } else { *ex - Duration::days(365) };
             let avg = average_close(bars, window_start, *ex);
@@ -394,7 +403,6 @@ impl World {
         };
         let growth =
             |prev: f64, years: f64| (prev > 0.0).then(|| round(((ttm_now / prev).powf(1.0 / years) - 1.0) * 100.0, 4));
-        let per_year = 12.0 / f64::from(policy.months_between);
         let latest = events.last();
         let summary = DividendSummary {
             count: events.len() as i64,

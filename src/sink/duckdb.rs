@@ -178,30 +178,32 @@ impl DuckDbSink {
                     "SELECT * FROM {stage} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY rowid DESC) = 1",
                     key.join(", ")
                 );
-                let same_key: Vec<String> = key.iter().map(|k| format!("t.{k} = s.{k}")).collect();
-                if table.load == LoadRule::InsertOnce {
-                    format!(
-                        "INSERT INTO {target} ({col_list}) SELECT {col_list} FROM ({latest}) s \
-                         WHERE NOT EXISTS (SELECT 1 FROM {target} t WHERE {})",
-                        same_key.join(" AND ")
-                    )
-                } else if table.lineage {
-                    // A row whose content is unchanged is not rewritten: its lineage
-                    // (_run_id, _fetched_at) keeps saying when it was really written.
-                    let mut same = same_key;
-                    for c in table.columns.iter().filter(|c| !table.key.contains(&c.name)) {
-                        let n = ident(c.name);
-                        same.push(format!("t.{n} IS NOT DISTINCT FROM s.{n}"));
+                let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
+                let mut same: Vec<String> = key.iter().map(|k| format!("t.{k} = s.{k}")).collect();
+                let verb = match (table.load, table.lineage) {
+                    (LoadRule::InsertOnce, _) => "INSERT",
+                    (_, true) => {
+                        // A row whose content is unchanged is not rewritten: its lineage
+                        // (_run_id, _fetched_at) keeps saying when it really arrived.
+                        for c in table.columns.iter().filter(|c| !table.key.contains(&c.name)) {
+                            let n = ident(c.name);
+                            same.push(format!("t.{n} IS NOT DISTINCT FROM s.{n}"));
+                        }
+                        same.push("t.raw::VARCHAR IS NOT DISTINCT FROM s.raw".into());
+                        "INSERT OR REPLACE"
                     }
-                    same.push("t.raw::VARCHAR IS NOT DISTINCT FROM s.raw::JSON::VARCHAR".into());
-                    format!(
-                        "INSERT OR REPLACE INTO {target} ({col_list}) SELECT {col_list} FROM ({latest}) s \
-                         WHERE NOT EXISTS (SELECT 1 FROM {target} t WHERE {})",
-                        same.join(" AND ")
-                    )
-                } else {
-                    format!("INSERT OR REPLACE INTO {target} ({col_list}) SELECT {col_list} FROM ({latest}) s")
-                }
+                    // Bookkeeping rows (checkpoints, runs) always take the newest values.
+                    (_, false) => {
+                        same.push("false".into());
+                        "INSERT OR REPLACE"
+                    }
+                };
+                // ANTI JOIN rather than NOT EXISTS: DuckDB plans it several times faster.
+                format!(
+                    "{verb} INTO {target} ({col_list}) SELECT {} FROM ({latest}) s ANTI JOIN {target} t ON {}",
+                    s_cols.join(", "),
+                    same.join(" AND ")
+                )
             }
         };
         let written = self
