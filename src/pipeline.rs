@@ -167,12 +167,12 @@ impl Pipeline {
             return Err(err("tables: at least one table is written".into()));
         }
         let schedule = parse_schedule(&raw.schedule).map_err(|e| err(format!("schedule = {:?}: {e}", raw.schedule)))?;
-        if let Some(range) = &raw.params.first_range {
-            if !PRICE_RANGES.contains(&range.as_str()) {
-                return Err(err(format!(
-                    "params.first_range = {range:?}: expected one of {PRICE_RANGES:?}"
-                )));
-            }
+        if let Some(range) = &raw.params.first_range
+            && !PRICE_RANGES.contains(&range.as_str())
+        {
+            return Err(err(format!(
+                "params.first_range = {range:?}: expected one of {PRICE_RANGES:?}"
+            )));
         }
         Ok(Pipeline {
             name: raw.name,

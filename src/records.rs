@@ -84,12 +84,7 @@ impl Rows {
     pub fn into_batches(self) -> Result<Vec<TableBatch>, SinkError> {
         let mut out = Vec::with_capacity(self.builders.len() + 1);
         for b in self.builders {
-            let table = b.table();
-            let batch = b.finish().map_err(|source| SinkError::Batch {
-                table: table.name.into(),
-                source,
-            })?;
-            out.push(TableBatch { table, batch });
+            out.push(TableBatch::build(b)?);
         }
         if !self.quarantined.is_empty() {
             let def = tables::table("_sync_quarantine").expect("quarantine table");
@@ -103,11 +98,7 @@ impl Rows {
                     .timestamp(Some(self.fetched_at))
                     .end_bare();
             }
-            let batch = b.finish().map_err(|source| SinkError::Batch {
-                table: def.name.into(),
-                source,
-            })?;
-            out.push(TableBatch { table: def, batch });
+            out.push(TableBatch::build(b)?);
         }
         Ok(out)
     }
@@ -205,27 +196,27 @@ pub fn dividends(
             .float(e.yield_period_avg_pct)
             .end(raw.get(), &route);
     }
-    if let Some(raw) = page.summary {
-        if let Some(s) = rows.parse::<wire::DividendSummary>(raw, "dividend summary") {
-            rows.table("dividend_summaries")
-                .row()
-                .text(Some(company_key))
-                .date(Some(as_of))
-                .text(cik)
-                .text(symbol)
-                .text(currency)
-                .int(Some(s.count))
-                .float(s.latest_amount)
-                .date(s.latest_ex_date)
-                .float(s.ttm_total)
-                .float(s.last_price)
-                .float(s.trailing_yield_pct)
-                .float(s.indicated_yield_pct)
-                .float(s.growth_1y)
-                .float(s.growth_3y)
-                .text(s.cadence.as_deref())
-                .end(raw.get(), &route);
-        }
+    if let Some(raw) = page.summary
+        && let Some(s) = rows.parse::<wire::DividendSummary>(raw, "dividend summary")
+    {
+        rows.table("dividend_summaries")
+            .row()
+            .text(Some(company_key))
+            .date(Some(as_of))
+            .text(cik)
+            .text(symbol)
+            .text(currency)
+            .int(Some(s.count))
+            .float(s.latest_amount)
+            .date(s.latest_ex_date)
+            .float(s.ttm_total)
+            .float(s.last_price)
+            .float(s.trailing_yield_pct)
+            .float(s.indicated_yield_pct)
+            .float(s.growth_1y)
+            .float(s.growth_3y)
+            .text(s.cadence.as_deref())
+            .end(raw.get(), &route);
     }
     latest
 }
@@ -286,5 +277,34 @@ pub fn coverage(rows: &mut Rows, page: &wire::CoveragePage<'_>) {
                 .int(d.periods)
                 .end(raw.get(), &route);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_bar_is_quarantined_and_the_rest_load() {
+        let body = r#"{"symbol":"MSFT","displayFrom":0,"bars":[
+            {"t":1764028800000,"o":1,"h":2,"l":0.5,"c":1.5,"v":10},
+            {"t":"yesterday","c":1.5},
+            {"o":1,"c":2},
+            {"t":1764115200000,"c":1.7,"v":null,"extra":"kept in raw"}]}"#;
+        let page: wire::PricesPage = serde_json::from_str(body).unwrap();
+        let mut rows = Rows::new("run", "/api/v1/companies/MSFT/prices?range=1M", Utc::now());
+        let newest = prices(&mut rows, &page, "0000789019");
+        assert_eq!(newest, NaiveDate::from_ymd_opt(2025, 11, 26));
+        assert_eq!(rows.row_count(), 2);
+        assert_eq!(rows.quarantined.len(), 2);
+        assert!(
+            rows.quarantined[0].error.contains("price bar"),
+            "{:?}",
+            rows.quarantined[0]
+        );
+        assert_eq!(rows.quarantined[1].record, r#"{"o":1,"c":2}"#);
+        let batches = rows.into_batches().unwrap();
+        let names: Vec<&str> = batches.iter().map(|b| b.table.name).collect();
+        assert_eq!(names, ["prices_daily", "_sync_quarantine"]);
     }
 }

@@ -210,11 +210,7 @@ impl Syncer {
             .int(Some(o.rows_written as i64))
             .text(o.error.as_deref())
             .end_bare();
-        let batch = b.finish().map_err(|source| SinkError::Batch {
-            table: def.name.into(),
-            source,
-        })?;
-        let mut batches = vec![TableBatch { table: def, batch }];
+        let mut batches = vec![TableBatch::build(b)?];
         batches.extend(self.request_log(run_id)?);
         self.sink
             .commit(Commit {
@@ -245,11 +241,7 @@ impl Syncer {
                 .text(r.error.as_deref())
                 .end_bare();
         }
-        let batch = b.finish().map_err(|source| SinkError::Batch {
-            table: def.name.into(),
-            source,
-        })?;
-        Ok(Some(TableBatch { table: def, batch }))
+        Ok(Some(TableBatch::build(b)?))
     }
 
     /// Commits mapped rows, the request log so far and the checkpoint in one transaction.

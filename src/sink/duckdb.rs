@@ -131,11 +131,7 @@ impl DuckDbSink {
                     .timestamp(Some(now))
                     .end_bare();
             }
-            let table = b.table();
-            let batch = b.finish().map_err(|source| SinkError::Batch {
-                table: table.name.into(),
-                source,
-            })?;
+            let TableBatch { table, batch } = TableBatch::build(b)?;
             self.load(table, batch)?;
         }
         Ok(stats)

@@ -41,6 +41,21 @@ pub struct TableBatch {
     pub batch: RecordBatch,
 }
 
+impl TableBatch {
+    /// Finishes a builder into a batch for its table.
+    ///
+    /// # Errors
+    /// When a row was misshapen (a bug in a record mapper), named with the table.
+    pub fn build(builder: crate::batch::BatchBuilder) -> Result<TableBatch, SinkError> {
+        let table = builder.table();
+        let batch = builder.finish().map_err(|source| SinkError::Batch {
+            table: table.name.into(),
+            source,
+        })?;
+        Ok(TableBatch { table, batch })
+    }
+}
+
 /// A pipeline's position in one partition (a company, a feed), saved with its rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checkpoint {

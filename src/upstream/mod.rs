@@ -212,15 +212,15 @@ impl Client {
         };
         if access == Access::Key {
             let seen = inner.quota.lock().unwrap_or_else(|e| e.into_inner());
-            if let (Some(0), Some(reset_at)) = (seen.quota.remaining, seen.quota.reset_at) {
-                if inner.clock.now() < reset_at {
-                    // The next request would be refused and counted: do not send it.
-                    return Err(UpstreamError::QuotaExhausted {
-                        window: seen.quota.window.clone().unwrap_or_else(|| "quota".into()),
-                        reset_at,
-                        sales_email: "the service's sales team".into(),
-                    });
-                }
+            if let (Some(0), Some(reset_at)) = (seen.quota.remaining, seen.quota.reset_at)
+                && inner.clock.now() < reset_at
+            {
+                // The next request would be refused and counted: do not send it.
+                return Err(UpstreamError::QuotaExhausted {
+                    window: seen.quota.window.clone().unwrap_or_else(|| "quota".into()),
+                    reset_at,
+                    sales_email: "the service's sales team".into(),
+                });
             }
         }
         pacer.acquire().await;

@@ -48,10 +48,10 @@ impl RateWindow {
             reset_secs: number::<f64>(header(headers, "ratelimit-reset")).filter(|s| s.is_finite() && *s >= 0.0),
         };
         // The structured form, when present, fills what the trio left out.
-        if let Some(policy) = header(headers, "ratelimit-policy") {
-            if window.limit.is_none() {
-                window.limit = structured_param(policy, "q").and_then(|q| q.parse().ok());
-            }
+        if let Some(policy) = header(headers, "ratelimit-policy")
+            && window.limit.is_none()
+        {
+            window.limit = structured_param(policy, "q").and_then(|q| q.parse().ok());
         }
         if let Some(state) = header(headers, "ratelimit") {
             if window.remaining.is_none() {
