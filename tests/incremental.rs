@@ -66,23 +66,42 @@ async fn syncing_twice_writes_nothing_twice() {
     assert_eq!(runs as usize, first.outcomes.len() + second.outcomes.len());
 }
 
+/// Every bar in the warehouse as (date, close, volume), for comparing with the service.
+async fn stored_bars(h: &Harness, company_key: &str) -> Vec<(String, f64, i64)> {
+    let key = company_key.to_owned();
+    h.syncer
+        .sink
+        .call(move |s| {
+            let mut stmt = s
+                .connection()
+                .prepare("SELECT date::VARCHAR, close, volume FROM prices_daily WHERE company_key = ? ORDER BY date")?;
+            let rows = stmt.query_map([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            rows.collect::<Result<Vec<_>, _>>()
+        })
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 #[tokio::test]
-async fn a_new_trading_day_adds_one_bar_per_company_with_a_short_range() {
+async fn new_and_restated_bars_land_and_match_the_service() {
     let h = Harness::new(PlanLimits::build(), &["AAPL", "MSFT"]).await;
     let (_, result) = h.syncer.run_once(&h.pipelines).await;
     result.unwrap();
     let bars = h.int("SELECT count(*) FROM prices_daily").await;
-    let last = h.strings("SELECT max(date)::VARCHAR FROM prices_daily").await;
-    assert_eq!(last, ["2026-11-25"]);
+    assert_eq!(
+        h.strings("SELECT max(date)::VARCHAR FROM prices_daily").await,
+        ["2026-11-25"]
+    );
 
-    // Thursday's session closes.
+    // Thursday's and Friday's sessions close; Tuesday's and Wednesday's bars are restated.
     h.clock
         .as_sim()
         .unwrap()
-        .advance(std::time::Duration::from_secs(24 * 3600));
+        .advance(std::time::Duration::from_secs(48 * 3600));
     let (run, result) = h.syncer.run_once(&h.pipelines).await;
     result.unwrap();
-    assert_eq!(h.int("SELECT count(*) FROM prices_daily").await, bars + 2);
+    assert_eq!(h.int("SELECT count(*) FROM prices_daily").await, bars + 4);
     let routes = h
         .strings(&format!(
             "SELECT route FROM _sync_requests WHERE run_id = '{}' AND route LIKE '%/prices%' ORDER BY route",
@@ -92,9 +111,29 @@ async fn a_new_trading_day_adds_one_bar_per_company_with_a_short_range() {
     assert_eq!(routes.len(), 2);
     assert!(routes.iter().all(|r| r.ends_with("range=1M")), "{routes:?}");
     let prices = run.outcomes.iter().find(|o| o.pipeline == "prices").unwrap();
-    assert_eq!(prices.rows_written, 2, "only the new bars are written");
-    let dupes = h
-        .int("SELECT count(*) FROM (SELECT company_key, date FROM prices_daily GROUP BY ALL HAVING count(*) > 1)")
-        .await;
-    assert_eq!(dupes, 0);
+    assert!(
+        prices.rows_written > 4,
+        "restated bars were replaced too: {}",
+        prices.rows_written
+    );
+    assert!(
+        prices.rows_written < 20,
+        "only new and restated bars are written: {}",
+        prices.rows_written
+    );
+
+    let world = h.emulator.emulator.world();
+    for id in ["AAPL", "MSFT"] {
+        let company = world.resolve(id).unwrap();
+        let truth: Vec<(String, f64, i64)> = world
+            .daily_bars(&company, h.clock.now())
+            .into_iter()
+            .map(|(d, b)| (d.to_string(), b.c, b.v.unwrap()))
+            .collect();
+        assert_eq!(
+            stored_bars(&h, &company.cik).await,
+            truth,
+            "{id}: warehouse differs from the service"
+        );
+    }
 }

@@ -6,6 +6,8 @@
 //! 400/404 bodies as the spec lists them. [`Emulator::router`] serves tests with
 //! no socket; [`spawn`] binds loopback.
 
+pub mod geo;
+pub mod macro_series;
 pub mod world;
 
 use std::collections::HashMap;
@@ -239,6 +241,11 @@ impl Emulator {
         &self.state.clock
     }
 
+    /// The synthetic world, for tests that compare the warehouse with ground truth.
+    pub fn world(&self) -> &World {
+        &self.state.world
+    }
+
     pub fn router(&self) -> Router {
         let public = Router::new()
             .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
@@ -248,6 +255,10 @@ impl Emulator {
             .route("/api/v1/companies/{id}/prices", get(prices))
             .route("/api/v1/companies/{id}/dividends", get(dividends))
             .route("/api/v1/indices", get(indices))
+            .route("/api/v1/countries/{iso}", get(country))
+            .route("/api/v1/countries/{iso}/series", get(country_series))
+            .route("/api/v1/geo/layers", get(geo_layers))
+            .route("/api/v1/geo/countries", get(geo_countries))
             .route("/api/v1/keys", get(account_surface))
             .route("/api/v1/billing", get(account_surface))
             .route("/api/v1/watchlists", get(account_surface))
@@ -560,4 +571,96 @@ async fn dividends(State(state): State<Arc<AppState>>, Path(id): Path<String>) -
 
 async fn indices(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     Json(json!({"indices": state.world.indices(state.clock.now())}))
+}
+
+fn country_or_error(iso: &str) -> Result<&'static macro_series::CountryDef, ApiError> {
+    if iso.len() != 2 || !iso.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("invalid country '{iso}': use an ISO 3166-1 alpha-2 code such as US"),
+        ));
+    }
+    macro_series::country(iso).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("unknown country '{iso}'")))
+}
+
+async fn country(Path(iso): Path<String>) -> ApiResult {
+    let c = country_or_error(&iso)?;
+    let series: Vec<serde_json::Value> = macro_series::SERIES
+        .iter()
+        .map(|s| {
+            let frequency = match s.frequency {
+                macro_series::Frequency::Monthly => "monthly",
+                macro_series::Frequency::Quarterly => "quarterly",
+            };
+            json!({"key": s.key, "name": s.name, "frequency": frequency})
+        })
+        .collect();
+    Ok(Json(json!({"iso": c.iso, "name": c.name, "macroSeries": series})).into_response())
+}
+
+async fn country_series(
+    State(state): State<Arc<AppState>>,
+    Path(iso): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult {
+    let c = country_or_error(&iso)?;
+    let key = query.get("key").ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "missing parameter 'key': a series key from macroSeries[].key",
+        )
+    })?;
+    if key.is_empty()
+        || !key
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("invalid series key '{key}': characters A-Z, 0-9 and _ only"),
+        ));
+    }
+    let s = macro_series::series(key)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("unknown series '{key}' for {iso}")))?;
+    let history = macro_series::history(state.world.seed, c, s, state.clock.now());
+    let frequency = match s.frequency {
+        macro_series::Frequency::Monthly => "monthly",
+        macro_series::Frequency::Quarterly => "quarterly",
+    };
+    Ok(Json(json!({
+        "history": history,
+        "frequency": frequency,
+        "description": s.name,
+        "sourceName": format!("{} national statistics (synthetic)", c.name),
+        "sourceLink": null,
+    }))
+    .into_response())
+}
+
+async fn geo_layers(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    let day = state.clock.now().date_naive();
+    let layers: Vec<serde_json::Value> = geo::LAYERS
+        .iter()
+        .map(|l| json!({"code": l.code, "name": l.name, "reviewedAssets": geo::reviewed_assets(state.world.seed, l.code, day)}))
+        .collect();
+    Json(json!({"layers": layers}))
+}
+
+async fn geo_countries(State(state): State<Arc<AppState>>, Query(query): Query<HashMap<String, String>>) -> ApiResult {
+    let raw = query.get("layers").map(String::as_str).unwrap_or_default();
+    let codes: Vec<&str> = raw.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    if codes.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "missing parameter 'layers': comma-separated codes from /geo/layers",
+        ));
+    }
+    if let Some(bad) = codes.iter().find(|c| geo::layer(c).is_none()) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("unknown layer '{bad}': see /api/v1/geo/layers"),
+        ));
+    }
+    let counts = geo::country_counts(state.world.seed, &codes, state.clock.now().date_naive());
+    Ok(Json(json!({"layers": codes, "countries": counts})).into_response())
 }

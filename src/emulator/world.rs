@@ -18,6 +18,11 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// A stable hash of a string (FNV-1a), for seeding per-entity streams.
+pub fn mix_str(s: &str) -> u64 {
+    hash_str(s)
+}
+
 fn hash_str(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -25,7 +30,7 @@ fn hash_str(s: &str) -> u64 {
 }
 
 /// Uniform in [0, 1).
-fn unit(seed: u64, a: u64, b: u64) -> f64 {
+pub fn unit(seed: u64, a: u64, b: u64) -> f64 {
     (mix(seed ^ mix(a ^ mix(b))) >> 11) as f64 / (1u64 << 53) as f64
 }
 
@@ -35,7 +40,7 @@ fn normal(seed: u64, a: u64, b: u64) -> f64 {
     (s - 2.0) * 3f64.sqrt()
 }
 
-fn round(x: f64, places: i32) -> f64 {
+pub fn round(x: f64, places: i32) -> f64 {
     let f = 10f64.powi(places);
     (x * f).round() / f
 }
@@ -304,8 +309,9 @@ impl World {
         (n < self.generated).then(|| self.generated(n))
     }
 
-    /// Closes of every trading day from listing to the last complete session at `now`.
-    /// A day's bar exists once its session closed (21:00 UTC).
+    /// Bars of every trading day from listing to the last complete session at `now`.
+    /// A day's bar exists once its session closed (21:00 UTC) and is restated
+    /// (final volume, sometimes a corrected close) two days later.
     pub fn daily_bars(&self, c: &CompanyProfile, now: DateTime<Utc>) -> Vec<(NaiveDate, Bar)> {
         let last = last_session(now);
         let h = hash_str(&c.cik);
@@ -321,15 +327,26 @@ impl World {
                 let open = prev * (1.0 + 0.004 * normal(self.seed, h ^ 1, i));
                 let spread = 1.0 + 0.01 * unit(self.seed, h ^ 2, i);
                 let t = day.and_hms_opt(0, 0, 0).expect("midnight").and_utc().timestamp_millis();
+                let mut volume = c.base_volume * (0.5 + unit(self.seed, h ^ 3, i));
+                let mut served_close = close;
+                // A bar is preliminary for two days after its session: volume is
+                // short, and some closes are corrected when the bar is restated.
+                let closed_at = day.and_hms_opt(21, 0, 0).expect("21:00").and_utc();
+                if now < closed_at + Duration::hours(48) {
+                    volume *= 0.85 + 0.1 * unit(self.seed, h ^ 4, i);
+                    if unit(self.seed, h ^ 5, i) < 0.25 {
+                        served_close *= 1.0 + 0.005 * (2.0 * unit(self.seed, h ^ 6, i) - 1.0);
+                    }
+                }
                 out.push((
                     day,
                     Bar {
                         t,
                         o: Some(round(open, 4)),
-                        h: Some(round(open.max(close) * spread, 4)),
-                        l: Some(round(open.min(close) / spread, 4)),
-                        c: round(close, 4),
-                        v: Some((c.base_volume * (0.5 + unit(self.seed, h ^ 3, i))) as i64),
+                        h: Some(round(open.max(close).max(served_close) * spread, 4)),
+                        l: Some(round(open.min(close).min(served_close) / spread, 4)),
+                        c: round(served_close, 4),
+                        v: Some(volume as i64),
                     },
                 ));
                 i += 1;
