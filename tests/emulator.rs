@@ -1,3 +1,5 @@
+use std::collections::HashMap;
+
 use fdsync::emulator::PlanLimits;
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -112,4 +114,86 @@ async fn prices_default_to_one_year_oldest_first_and_dividends_oldest_first() {
             .all(|w| w[0]["exDate"].as_str() < w[1]["exDate"].as_str())
     );
     assert_eq!(div["summary"]["count"].as_u64().unwrap() as usize, events.len());
+}
+
+#[tokio::test]
+async fn macro_routes_serve_point_in_time_history_that_moves_with_the_clock() {
+    let clock = frozen_clock();
+    let emu = emulator_with(&clock, PlanLimits::build()).await;
+    let key = [("X-API-KEY", TEST_KEY)];
+    let base = emu.base_url();
+    let (s, _, country) = get(&format!("{base}/api/v1/countries/US"), &key).await;
+    assert_eq!(s, StatusCode::OK);
+    let series_key = country["macroSeries"][0]["key"].as_str().unwrap().to_owned();
+    for (url, status) in [
+        (format!("{base}/api/v1/countries/us"), StatusCode::BAD_REQUEST),
+        (format!("{base}/api/v1/countries/XX"), StatusCode::NOT_FOUND),
+        (format!("{base}/api/v1/countries/US/series"), StatusCode::BAD_REQUEST),
+        (
+            format!("{base}/api/v1/countries/US/series?key=cpi-yoy"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            format!("{base}/api/v1/countries/US/series?key=NO_SUCH"),
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        assert_eq!(get(&url, &key).await.0, status, "{url}");
+    }
+    let url = format!("{base}/api/v1/countries/US/series?key={series_key}");
+    let (s, _, now) = get(&url, &key).await;
+    assert_eq!(s, StatusCode::OK);
+    for field in ["frequency", "description", "sourceName"] {
+        assert!(now[field].is_string(), "{field}");
+    }
+    let points = now["history"].as_array().unwrap();
+    let point = &points[points.len() - 1];
+    assert!(point["period"].is_string() && point["value"].is_number() && point["vintage"].is_string());
+    // A period with several vintages today is served with only its newest two years on.
+    let mut per_period: HashMap<&str, usize> = HashMap::new();
+    for p in points {
+        *per_period.entry(p["period"].as_str().unwrap()).or_default() += 1;
+    }
+    let revised = per_period
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(p, _)| *p)
+        .max()
+        .unwrap()
+        .to_owned();
+    clock
+        .as_sim()
+        .unwrap()
+        .advance(std::time::Duration::from_secs(800 * 86_400));
+    let (_, _, later) = get(&url, &key).await;
+    let kept = later["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["period"] == revised.as_str())
+        .count();
+    assert_eq!(kept, 1, "old vintages of {revised} are no longer served");
+}
+
+#[tokio::test]
+async fn geo_routes_validate_layers() {
+    let emu = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let key = [("X-API-KEY", TEST_KEY)];
+    let base = emu.base_url();
+    let (s, _, layers) = get(&format!("{base}/api/v1/geo/layers"), &key).await;
+    assert_eq!(s, StatusCode::OK);
+    let first = layers["layers"][0]["code"].as_str().unwrap().to_owned();
+    assert!(layers["layers"][0]["reviewedAssets"].as_u64().unwrap() > 0);
+    assert_eq!(
+        get(&format!("{base}/api/v1/geo/countries"), &key).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    let bad = format!("{base}/api/v1/geo/countries?layers={first},nope");
+    assert_eq!(get(&bad, &key).await.0, StatusCode::BAD_REQUEST);
+    let (s, _, counts) = get(&format!("{base}/api/v1/geo/countries?layers={first}"), &key).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(counts["layers"][0], first.as_str());
+    let row = &counts["countries"][0];
+    assert!(row["country"].as_str().unwrap().len() == 2 && row["count"].as_u64().unwrap() > 0);
+    assert_eq!(row["layer"], first.as_str());
 }
