@@ -197,3 +197,65 @@ async fn geo_routes_validate_layers() {
     assert!(row["country"].as_str().unwrap().len() == 2 && row["count"].as_u64().unwrap() > 0);
     assert_eq!(row["layer"], first.as_str());
 }
+
+#[tokio::test]
+async fn company_document_routes_follow_the_wire_contract() {
+    let emu = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let key = [("X-API-KEY", TEST_KEY)];
+    let base = emu.base_url();
+
+    let (s, _, reg) = get(&format!("{base}/api/v1/companies/AAPL/regulation"), &key).await;
+    assert_eq!(s, StatusCode::OK);
+    let strength = |b: &str| {
+        ["named", "company_cited", "sector"]
+            .iter()
+            .position(|x| *x == b)
+            .unwrap()
+    };
+    for action in reg["executiveActions"].as_array().unwrap() {
+        let bases: Vec<usize> = action["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| strength(l["basis"].as_str().unwrap()))
+            .collect();
+        assert!(
+            bases.windows(2).all(|w| w[0] < w[1]),
+            "links strongest first: {bases:?}"
+        );
+    }
+    assert_eq!(reg["coverage"]["pilot"], true);
+
+    assert_eq!(
+        get(&format!("{base}/api/v1/companies/MSFT/monthly-revenue"), &key)
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    let (s, _, rev) = get(&format!("{base}/api/v1/companies/TW%3A2330/monthly-revenue"), &key).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(rev["months"][0]["month"], "2026-10", "newest month filed by 2026-11-25");
+    assert!(rev["licence"].is_string());
+
+    let (s, _, notes) = get(&format!("{base}/api/v1/companies/MSFT/filing-notes"), &key).await;
+    assert_eq!(s, StatusCode::OK);
+    let filings = notes["filings"].as_array().unwrap();
+    assert!(
+        filings
+            .windows(2)
+            .all(|w| w[0]["filedAt"].as_str() > w[1]["filedAt"].as_str()),
+        "newest first"
+    );
+    let accession = filings[0]["accession"].as_str().unwrap();
+    let section = filings[0]["sections"][0]["key"].as_str().unwrap();
+    let chars = filings[0]["sections"][0]["chars"].as_u64().unwrap();
+    let url = format!("{base}/api/v1/companies/MSFT/filing-notes/{accession}/{section}");
+    let (s, _, text) = get(&url, &key).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(text["text"].as_str().unwrap().len() as u64, chars);
+    assert_eq!(get(&url, &key).await.2, text, "section text never changes");
+    let malformed = format!("{base}/api/v1/companies/MSFT/filing-notes/0000789019-26/{section}");
+    assert_eq!(get(&malformed, &key).await.0, StatusCode::BAD_REQUEST);
+    let missing = format!("{base}/api/v1/companies/MSFT/filing-notes/{accession}/no_such_section");
+    assert_eq!(get(&missing, &key).await.0, StatusCode::NOT_FOUND);
+}

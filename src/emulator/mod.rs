@@ -6,6 +6,7 @@
 //! 400/404 bodies as the spec lists them. [`Emulator::router`] serves tests with
 //! no socket; [`spawn`] binds loopback.
 
+pub mod company_docs;
 pub mod geo;
 pub mod macro_series;
 pub mod world;
@@ -254,6 +255,13 @@ impl Emulator {
             .route("/api/v1/companies/{id}", get(company))
             .route("/api/v1/companies/{id}/prices", get(prices))
             .route("/api/v1/companies/{id}/dividends", get(dividends))
+            .route("/api/v1/companies/{id}/regulation", get(regulation))
+            .route("/api/v1/companies/{id}/monthly-revenue", get(monthly_revenue))
+            .route("/api/v1/companies/{id}/filing-notes", get(filing_notes))
+            .route(
+                "/api/v1/companies/{id}/filing-notes/{accession}/{section}",
+                get(filing_section),
+            )
             .route("/api/v1/indices", get(indices))
             .route("/api/v1/countries/{iso}", get(country))
             .route("/api/v1/countries/{iso}/series", get(country_series))
@@ -663,4 +671,47 @@ async fn geo_countries(State(state): State<Arc<AppState>>, Query(query): Query<H
     }
     let counts = geo::country_counts(state.world.seed, &codes, state.clock.now().date_naive());
     Ok(Json(json!({"layers": codes, "countries": counts})).into_response())
+}
+
+async fn regulation(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let c = company_or_404(&state, &id)?;
+    Ok(Json(company_docs::regulation(state.world.seed, &c, state.clock.now())).into_response())
+}
+
+async fn monthly_revenue(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let c = company_or_404(&state, &id)?;
+    company_docs::monthly_revenue(state.world.seed, &c, state.clock.now())
+        .map(|v| Json(v).into_response())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("{} has no monthly revenue mandate", c.cik),
+            )
+        })
+}
+
+async fn filing_notes(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let c = company_or_404(&state, &id)?;
+    Ok(Json(company_docs::filing_notes(state.world.seed, &c, state.clock.now())).into_response())
+}
+
+async fn filing_section(
+    State(state): State<Arc<AppState>>,
+    Path((id, accession, section)): Path<(String, String, String)>,
+) -> ApiResult {
+    let c = company_or_404(&state, &id)?;
+    if !company_docs::is_accession(&accession) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("malformed accession '{accession}': expected NNNNNNNNNN-NN-NNNNNN"),
+        ));
+    }
+    company_docs::section_text(state.world.seed, &c, &accession, &section, state.clock.now())
+        .map(|v| Json(v).into_response())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("no section '{section}' in filing {accession}"),
+            )
+        })
 }
