@@ -259,3 +259,144 @@ async fn company_document_routes_follow_the_wire_contract() {
     let missing = format!("{base}/api/v1/companies/MSFT/filing-notes/{accession}/no_such_section");
     assert_eq!(get(&missing, &key).await.0, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn the_8k_routes_follow_the_wire_contract() {
+    let clock = frozen_clock();
+    let emu = emulator_with(&clock, PlanLimits::build()).await;
+    let key = [("X-API-KEY", TEST_KEY)];
+    let base = emu.base_url();
+    for bad in ["limit=0", "limit=501", "limit=x"] {
+        let url = format!("{base}/api/v1/companies/AAPL/events?{bad}");
+        assert_eq!(get(&url, &key).await.0, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    let (s, _, all) = get(&format!("{base}/api/v1/companies/AAPL/events"), &key).await;
+    assert_eq!(s, StatusCode::OK);
+    let events = all["events"].as_array().unwrap();
+    assert!(events.len() > 100, "whole history without limit: {}", events.len());
+    assert!(
+        events
+            .windows(2)
+            .all(|w| w[0]["acceptedAt"].as_str() >= w[1]["acceptedAt"].as_str()),
+        "newest first"
+    );
+    let (_, _, two) = get(&format!("{base}/api/v1/companies/AAPL/events?limit=2"), &key).await;
+    assert_eq!(two["events"].as_array().unwrap()[..], events[..2]);
+
+    // Item text: a coded filing needs item=, lists its items when it is missing.
+    let coded = events
+        .iter()
+        .find(|e| e["items"].as_array().unwrap().len() > 1)
+        .unwrap();
+    let accession = coded["accession"].as_str().unwrap();
+    let url = format!("{base}/api/v1/companies/AAPL/events/{accession}");
+    let (s, _, body) = get(&url, &key).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(body["items"], coded["items"]);
+    let item = coded["items"][0].as_str().unwrap();
+    let r = reqwest::Client::new()
+        .get(format!("{url}?item={item}"))
+        .header("X-API-KEY", TEST_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    assert!(r.text().await.unwrap().starts_with(&format!("Item {item}")));
+    assert_eq!(get(&format!("{url}?item=9.99"), &key).await.0, StatusCode::NOT_FOUND);
+    let malformed = format!("{base}/api/v1/companies/AAPL/events/0000320193-26");
+    assert_eq!(get(&malformed, &key).await.0, StatusCode::BAD_REQUEST);
+    if let Some(uncoded) = events.iter().find(|e| e["items"].as_array().unwrap().is_empty()) {
+        let url = format!(
+            "{base}/api/v1/companies/AAPL/events/{}",
+            uncoded["accession"].as_str().unwrap()
+        );
+        let r = reqwest::Client::new()
+            .get(url)
+            .header("X-API-KEY", TEST_KEY)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "the uncoded item needs no item=");
+    }
+
+    // The wire: validation, counts, windows.
+    for bad in ["sort=up", "limit=201", "offset=-1", "family=weather", "from=2026-13-01"] {
+        assert_eq!(
+            get(&format!("{base}/api/v1/events/wire?{bad}"), &key).await.0,
+            StatusCode::BAD_REQUEST,
+            "{bad}"
+        );
+    }
+    let window = format!("{base}/api/v1/events/wire?from=2026-11-02&to=2026-11-04&sort=oldest&limit=200&counts=1");
+    let (s, _, wire) = get(&window, &key).await;
+    assert_eq!(s, StatusCode::OK);
+    let rows = wire["events"].as_array().unwrap();
+    assert_eq!(wire["total"].as_u64().unwrap() as usize, rows.len());
+    assert!(
+        rows.iter()
+            .all(|e| ("2026-11-02".."2026-11-05").contains(&e["filingDate"].as_str().unwrap()))
+    );
+    assert!(
+        rows.windows(2)
+            .all(|w| w[0]["acceptedAt"].as_str() <= w[1]["acceptedAt"].as_str()),
+        "oldest first"
+    );
+    let tally: u64 = wire["counts"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(tally as usize, rows.len());
+    assert!(rows[0]["cik"].is_string() && rows[0]["name"].is_string());
+
+    // New filings arrive at the head: plain offset paging repeats rows, and the
+    // newest filing's headline is gated, then appears.
+    let page = |offset: usize| format!("{base}/api/v1/events/wire?limit=5&offset={offset}");
+    let (_, _, first) = get(&page(0), &key).await;
+    clock
+        .as_sim()
+        .unwrap()
+        .advance(std::time::Duration::from_secs(3 * 3600));
+    let (_, _, second) = get(&page(5), &key).await;
+    let seen: Vec<&Value> = first["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["accession"])
+        .collect();
+    assert!(
+        second["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| seen.contains(&&e["accession"])),
+        "offset paging over a moving head repeats rows"
+    );
+    assert!(second["total"].as_u64() > first["total"].as_u64());
+    let (_, _, latest) = get(&format!("{base}/api/v1/events/latest"), &key).await;
+    let latest = latest["events"].as_array().unwrap();
+    assert_eq!(latest.len(), 30);
+    assert!(
+        latest[0]["headline"].is_null(),
+        "a filing this minute is not past the gate yet"
+    );
+    let accession = latest[0]["accession"].clone();
+    clock
+        .as_sim()
+        .unwrap()
+        .advance(std::time::Duration::from_secs(6 * 3600));
+    let (_, _, later) = get(&format!("{base}/api/v1/events/latest?limit=100"), &key).await;
+    let same = later["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["accession"] == accession)
+        .unwrap();
+    assert!(same["headline"].is_string(), "the headline passed the gate later");
+    assert_eq!(
+        get(&format!("{base}/api/v1/events/latest?limit=101"), &key).await.0,
+        StatusCode::BAD_REQUEST
+    );
+}

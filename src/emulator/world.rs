@@ -216,6 +216,11 @@ const NAMED: &[Named] = &[
     },
 ];
 
+/// How many named companies the world has.
+pub fn named_count() -> usize {
+    NAMED.len()
+}
+
 /// First CIK of the generated companies `S0000`, `S0001`...
 const GENERATED_CIK_BASE: u64 = 9_000_000;
 
@@ -280,6 +285,29 @@ impl World {
             }),
             split: (unit(self.seed, h, 10) < 0.2).then(|| (listed + Duration::days(2000), 2.0)),
         }
+    }
+
+    /// The `i`-th named company.
+    pub fn named_by_index(&self, i: usize) -> Option<CompanyProfile> {
+        NAMED.get(i).map(|n| self.named(n))
+    }
+
+    /// Position of a named company by its cik.
+    pub fn named_position(&self, cik: &str) -> Option<usize> {
+        NAMED.iter().position(|n| n.cik == cik)
+    }
+
+    /// Number of a generated company by its cik.
+    pub fn generated_number(&self, cik: &str) -> Option<u64> {
+        cik.parse::<u64>()
+            .ok()?
+            .checked_sub(GENERATED_CIK_BASE)
+            .filter(|n| *n < self.generated)
+    }
+
+    /// The `n`-th generated company.
+    pub fn generated_by_index(&self, n: u64) -> Option<CompanyProfile> {
+        (n < self.generated).then(|| self.generated(n))
     }
 
     /// Resolves a company identifier as the spec defines: platform key, CIK
