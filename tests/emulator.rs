@@ -400,3 +400,134 @@ async fn the_8k_routes_follow_the_wire_contract() {
         StatusCode::BAD_REQUEST
     );
 }
+
+fn ids(page: &Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_news_feed_follows_every_cursor_rule() {
+    let clock = frozen_clock();
+    let emu = emulator_with(&clock, PlanLimits::build()).await;
+    let key = [("X-API-KEY", TEST_KEY)];
+    let feed = format!("{}/api/v1/news/feed", emu.base_url());
+    for bad in [
+        "limit=0",
+        "limit=201",
+        "after=42",
+        "changedSince=2026-11-25T00:00:00Z",
+        "minImportance=101",
+        "flash=yes",
+    ] {
+        assert_eq!(
+            get(&format!("{feed}?{bad}"), &key).await.0,
+            StatusCode::BAD_REQUEST,
+            "{bad}"
+        );
+    }
+
+    // No cursor: newest first; `before` pages back without a gap or an overlap.
+    let (s, _, newest) = get(&feed, &key).await;
+    assert_eq!(s, StatusCode::OK);
+    let first = ids(&newest);
+    assert_eq!(first.len(), 100);
+    assert!(first.windows(2).all(|w| w[0] > w[1]));
+    assert_eq!(newest["latestId"], first[0].as_str());
+    let cursor = newest["nextCursor"].as_str().unwrap();
+    let (_, _, older) = get(&format!("{feed}?before={cursor}&limit=50"), &key).await;
+    let second = ids(&older);
+    let n = |id: &str| id[2..].parse::<u64>().unwrap();
+    assert_eq!(n(&second[0]) + 1, n(first.last().unwrap()), "contiguous");
+    assert!(newest["serverTime"].is_string());
+
+    // Forward polling while items keep arriving: every id exactly once, in order.
+    let mut latest = newest["latestId"].as_str().unwrap().to_owned();
+    let mut seen: Vec<u64> = vec![n(&latest)];
+    let mut rewritten = Vec::new();
+    let mut since = newest["serverTime"].as_str().unwrap().to_owned();
+    for _ in 0..12 {
+        clock.as_sim().unwrap().advance(std::time::Duration::from_secs(20 * 60));
+        loop {
+            let url = format!("{feed}?after={latest}&changedSince={since}&limit=7");
+            let (_, _, page) = get(&url, &key).await;
+            for item in page["items"].as_array().unwrap() {
+                if item["rewritten"] == true {
+                    assert!(n(item["id"].as_str().unwrap()) <= n(&latest));
+                    assert!(item["headline"].as_str().unwrap().ends_with("(updated)"));
+                    rewritten.push(item["id"].as_str().unwrap().to_owned());
+                } else {
+                    seen.push(n(item["id"].as_str().unwrap()));
+                }
+            }
+            latest = page["latestId"].as_str().unwrap().to_owned();
+            since = page["serverTime"].as_str().unwrap().to_owned();
+            if page["hasMore"] == false {
+                break;
+            }
+        }
+    }
+    assert!(seen.windows(2).all(|w| w[1] == w[0] + 1), "no item skipped or repeated");
+    assert!(seen.len() > 300, "{}", seen.len());
+    assert!(!rewritten.is_empty(), "rewrites arrive through changedSince");
+    let mut unique = rewritten.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), rewritten.len(), "each rewrite is reported once");
+
+    // Withheld fields are absent, never empty.
+    for item in newest["items"].as_array().unwrap() {
+        let licence = item["source"]["licenceClass"].as_str().unwrap();
+        assert_eq!(item.get("snippet").is_some(), licence != "headline_only", "{item}");
+        assert_eq!(item.get("body").is_some(), licence == "full_text", "{item}");
+        assert!(item.as_object().unwrap().values().all(|v| v != ""), "{item}");
+    }
+
+    // Company news includes items tagged to a predecessor in the lineage.
+    let (s, _, meta) = get(
+        &format!("{}/api/v1/companies/META/news?limit=200", emu.base_url()),
+        &key,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let ciks: Vec<&str> = meta["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["ciks"][0].as_str().unwrap())
+        .collect();
+    assert!(ciks.contains(&"0001326800") && ciks.contains(&"0001326801"), "{ciks:?}");
+
+    // One item with its storyline; topics and sources.
+    let (s, _, one) = get(&format!("{}/api/v1/news/items/{}", emu.base_url(), first[3]), &key).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        one["storyline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["storylineId"] == one["item"]["storylineId"])
+    );
+    let missing = format!("{}/api/v1/news/items/n_9999999999", emu.base_url());
+    assert_eq!(get(&missing, &key).await.0, StatusCode::NOT_FOUND);
+    let (_, _, sources) = get(&format!("{}/api/v1/news/sources", emu.base_url()), &key).await;
+    assert!(
+        sources["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["count24h"].as_u64().unwrap() > 0)
+    );
+    let (_, _, topics) = get(&format!("{}/api/v1/news/topics", emu.base_url()), &key).await;
+    assert!(
+        topics["topics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["parent"].is_null())
+    );
+}

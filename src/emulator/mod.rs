@@ -10,6 +10,7 @@ pub mod company_docs;
 pub mod events;
 pub mod geo;
 pub mod macro_series;
+pub mod news;
 pub mod world;
 
 use std::collections::HashMap;
@@ -267,6 +268,11 @@ impl Emulator {
             .route("/api/v1/companies/{id}/events/{accession}", get(event_item_text))
             .route("/api/v1/events/wire", get(events_wire))
             .route("/api/v1/events/latest", get(events_latest))
+            .route("/api/v1/companies/{id}/news", get(company_news))
+            .route("/api/v1/news/feed", get(news_feed))
+            .route("/api/v1/news/items/{id}", get(news_item))
+            .route("/api/v1/news/topics", get(news_topics))
+            .route("/api/v1/news/sources", get(news_sources))
             .route("/api/v1/indices", get(indices))
             .route("/api/v1/countries/{iso}", get(country))
             .route("/api/v1/countries/{iso}/series", get(country_series))
@@ -885,4 +891,145 @@ async fn events_latest(State(state): State<Arc<AppState>>, Query(query): Query<H
         .map(|e| e.wire_entry(now))
         .collect();
     Ok(Json(json!({"events": list})).into_response())
+}
+
+fn list_param(query: &HashMap<String, String>, name: &str) -> Option<Vec<String>> {
+    query.get(name).map(|v| {
+        v.split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect()
+    })
+}
+
+fn cursor_param(query: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiError> {
+    query
+        .get(name)
+        .map(|v| {
+            news::parse_id(v)
+                .ok_or_else(|| bad_request(format!("invalid {name} '{v}': an item id such as n_0000001234")))
+        })
+        .transpose()
+}
+
+/// Serves a feed page for `/news/feed` and `/companies/{id}/news`.
+fn feed(state: &AppState, query: &HashMap<String, String>, ciks: Option<Vec<String>>) -> ApiResult {
+    let limit = int_param(query, "limit", 1, 200, Some(100))?.unwrap_or(100) as usize;
+    let min_importance = int_param(query, "minImportance", 0, 100, Some(0))?.unwrap_or(0);
+    let (after, before) = (cursor_param(query, "after")?, cursor_param(query, "before")?);
+    if after.is_some() && before.is_some() {
+        return Err(bad_request("after and before cannot be combined".into()));
+    }
+    let changed_since = query
+        .get("changedSince")
+        .map(|v| {
+            DateTime::parse_from_rfc3339(v).map(|d| d.to_utc()).map_err(|_| {
+                bad_request(format!(
+                    "invalid changedSince '{v}': an RFC 3339 time (the serverTime of the last call)"
+                ))
+            })
+        })
+        .transpose()?;
+    if changed_since.is_some() && after.is_none() {
+        return Err(bad_request("changedSince is used with after".into()));
+    }
+    let flash = match query.get("flash").map(String::as_str) {
+        None | Some("0") => false,
+        Some("1") => true,
+        Some(other) => {
+            return Err(bad_request(format!(
+                "invalid flash '{other}': 1 for flash headlines only"
+            )));
+        }
+    };
+    let filters = news::Filters {
+        tickers: list_param(query, "tickers"),
+        ciks: match (ciks, list_param(query, "cik")) {
+            (Some(lineage), _) => Some(lineage),
+            (None, given) => given.map(|v| {
+                v.iter()
+                    .map(|c| c.parse::<u64>().map_or(c.clone(), |n| format!("{n:010}")))
+                    .collect()
+            }),
+        },
+        topics: list_param(query, "topics"),
+        sources: list_param(query, "sources"),
+        exclude_sources: list_param(query, "excludeSources").unwrap_or_default(),
+        exclude_forms: list_param(query, "excludeForms").unwrap_or_default(),
+        flash,
+        min_importance,
+        q: query.get("q").map(|q| q.to_lowercase()),
+    };
+    let body = news::page(
+        &state.world,
+        state.clock.now(),
+        &filters,
+        limit,
+        after,
+        before,
+        changed_since,
+    );
+    Ok(Json(body).into_response())
+}
+
+async fn news_feed(State(state): State<Arc<AppState>>, Query(query): Query<HashMap<String, String>>) -> ApiResult {
+    feed(&state, &query, None)
+}
+
+async fn company_news(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult {
+    let c = company_or_404(&state, &id)?;
+    let mut lineage = vec![c.cik.clone()];
+    lineage.extend(c.predecessors.iter().cloned());
+    feed(&state, &query, Some(lineage))
+}
+
+async fn news_item(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let not_found = || ApiError::new(StatusCode::NOT_FOUND, format!("no news item '{id}'"));
+    let n = news::parse_id(&id).ok_or_else(not_found)?;
+    let now = state.clock.now();
+    if n >= news::count_at(state.world.seed, now) {
+        return Err(not_found());
+    }
+    let it = news::item(&state.world, n, now).ok_or_else(not_found)?;
+    let count = news::count_at(state.world.seed, now);
+    let storyline: Vec<serde_json::Value> = (n / 5 * 5..(n / 5 * 5 + 5).min(count))
+        .filter(|m| *m != n)
+        .filter_map(|m| news::item(&state.world, m, now))
+        .map(|i| i.json)
+        .collect();
+    Ok(Json(json!({"item": it.json, "storyline": storyline})).into_response())
+}
+
+async fn news_topics() -> Json<serde_json::Value> {
+    let topics: Vec<serde_json::Value> = news::TOPICS
+        .iter()
+        .map(|(key, name, parent)| json!({"key": key, "name": name, "parent": parent}))
+        .collect();
+    Json(json!({"topics": topics}))
+}
+
+async fn news_sources(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    let now = state.clock.now();
+    let count = news::count_at(state.world.seed, now);
+    let from = news::first_at_or_after(now - chrono::Duration::hours(24)).min(count);
+    let mut per_source: HashMap<&str, u64> = HashMap::new();
+    for n in from..count {
+        if news::first_seen_at(state.world.seed, n) > now - chrono::Duration::hours(24) {
+            if let Some(it) = news::item(&state.world, n, now) {
+                *per_source.entry(it.source.id).or_default() += 1;
+            }
+        }
+    }
+    let sources: Vec<serde_json::Value> = news::SOURCES
+        .iter()
+        .map(|s| {
+            json!({"id": s.id, "name": s.name, "licenceClass": s.licence, "attribution": s.attribution,
+                        "count24h": per_source.get(s.id).copied().unwrap_or(0)})
+        })
+        .collect();
+    Json(json!({"sources": sources}))
 }

@@ -1,0 +1,310 @@
+//! The attributed news tape: one lazy, time-ordered stream of items.
+//!
+//! Item `n` is first seen at `EPOCH + n * SPACING` plus a jitter smaller than the
+//! spacing, so ids (`n_0000001234`) sort in arrival order and a time window maps
+//! to a range of `n`: a million-item tape is never held in memory. Some
+//! headlines are rewritten an hour or two after arrival; fields a source's
+//! licence withholds are absent, never empty.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use serde_json::{Value, json};
+
+use super::events::{Filer, filer};
+use super::world::{World, unit};
+
+const SPACING_SECS: i64 = 45;
+/// Rewrites happen within this long after an item arrives.
+pub const MAX_REWRITE_MINUTES: i64 = 120;
+
+fn epoch() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2025, 6, 1, 0, 0, 0).single().expect("valid")
+}
+
+pub struct SourceDef {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub licence: &'static str,
+    pub attribution: &'static str,
+}
+
+pub const SOURCES: &[SourceDef] = &[
+    SourceDef {
+        id: "sec_edgar",
+        name: "SEC EDGAR",
+        licence: "public",
+        attribution: "Source: U.S. SEC EDGAR",
+    },
+    SourceDef {
+        id: "issuer_pr",
+        name: "Issuer press releases",
+        licence: "full_text",
+        attribution: "Issuer press release",
+    },
+    SourceDef {
+        id: "wire_a",
+        name: "Licensed wire A",
+        licence: "headline_only",
+        attribution: "(c) Wire A, headline only",
+    },
+    SourceDef {
+        id: "wire_b",
+        name: "Licensed wire B",
+        licence: "snippet",
+        attribution: "(c) Wire B",
+    },
+    SourceDef {
+        id: "exchange",
+        name: "Exchange notices",
+        licence: "public",
+        attribution: "Exchange notice",
+    },
+    SourceDef {
+        id: "central_bank",
+        name: "Central-bank releases",
+        licence: "full_text",
+        attribution: "Central bank release",
+    },
+];
+
+pub const TOPICS: &[(&str, &str, Option<&str>)] = &[
+    ("markets", "Markets", None),
+    ("earnings", "Earnings", Some("markets")),
+    ("deals", "Mergers and acquisitions", Some("markets")),
+    ("macro", "Macro", None),
+    ("rates", "Interest rates", Some("macro")),
+    ("regulation", "Regulation", None),
+    ("technology", "Technology", None),
+];
+
+/// How many items exist at `now`.
+pub fn count_at(seed: u64, now: DateTime<Utc>) -> u64 {
+    let secs = (now - epoch()).num_seconds();
+    if secs < 0 {
+        return 0;
+    }
+    let mut n = (secs / SPACING_SECS) as u64 + 1;
+    while n > 0 && first_seen_at(seed, n - 1) > now {
+        n -= 1;
+    }
+    n
+}
+
+pub fn first_seen_at(seed: u64, n: u64) -> DateTime<Utc> {
+    let jitter_ms = (unit(seed, 0x5EE, n) * (SPACING_SECS as f64 - 1.0) * 1000.0) as i64;
+    epoch() + Duration::seconds(n as i64 * SPACING_SECS) + Duration::milliseconds(jitter_ms)
+}
+
+/// The first item number seen at or after `at`.
+pub fn first_at_or_after(at: DateTime<Utc>) -> u64 {
+    let secs = (at - epoch()).num_seconds();
+    if secs <= 0 { 0 } else { (secs / SPACING_SECS) as u64 }
+}
+
+pub fn id(n: u64) -> String {
+    format!("n_{n:010}")
+}
+
+pub fn parse_id(id: &str) -> Option<u64> {
+    let digits = id.strip_prefix("n_")?;
+    (digits.len() == 10 && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok())?
+}
+
+/// When item `n`'s headline is rewritten, if it ever is.
+pub fn rewritten_at(seed: u64, n: u64) -> Option<DateTime<Utc>> {
+    (unit(seed, 0x4E4, n) < 0.1)
+        .then(|| first_seen_at(seed, n) + Duration::minutes(10 + (unit(seed, 0x4E5, n) * 110.0) as i64))
+}
+
+/// Item `n` as served at `now`.
+pub struct Item {
+    pub n: u64,
+    pub source: &'static SourceDef,
+    pub tickers: Vec<String>,
+    pub ciks: Vec<String>,
+    pub topics: Vec<&'static str>,
+    pub importance: u64,
+    pub flash: bool,
+    pub json: Value,
+}
+
+pub fn item(world: &World, n: u64, now: DateTime<Utc>) -> Option<Item> {
+    let seed = world.seed;
+    let seen = first_seen_at(seed, n);
+    let source = &SOURCES[(unit(seed, 0x50, n) * SOURCES.len() as f64) as usize % SOURCES.len()];
+    let company = match filer(world, n ^ 0x9E37) {
+        Filer::Named(i) => world.named_by_index(i)?,
+        Filer::Generated(g) => world.generated_by_index(g)?,
+    };
+    // Some items about a company are tagged to a predecessor in its lineage.
+    let cik = match company.predecessors.first() {
+        Some(p) if unit(seed, 0x11, n) < 0.3 => p.clone(),
+        _ => company.cik.clone(),
+    };
+    let topic = TOPICS[(unit(seed, 0x70, n) * TOPICS.len() as f64) as usize % TOPICS.len()].0;
+    let importance = (unit(seed, 0x1A, n) * 100.0) as u64;
+    let flash = importance >= 95;
+    let rewrite = rewritten_at(seed, n).filter(|t| *t <= now);
+    let mut headline = format!(
+        "{} {}: {} update",
+        company.name,
+        ["reports", "announces", "says", "confirms"][n as usize % 4],
+        topic
+    );
+    if rewrite.is_some() {
+        headline.push_str(" (updated)");
+    }
+    let mut v = json!({
+        "id": id(n),
+        "publishedAt": (seen - Duration::seconds((unit(seed, 0x9B, n) * 600.0) as i64)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "firstSeenAt": seen.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "updatedAt": rewrite.unwrap_or(seen).to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "headline": headline,
+        "source": {"id": source.id, "name": source.name, "licenceClass": source.licence,
+                   "attribution": source.attribution, "displayPolicy": if source.licence == "headline_only" { "headline_link" } else { "full" }},
+        "tickers": [company.symbol],
+        "ciks": [cik],
+        "people": [],
+        "indicators": [],
+        "topics": [topic],
+        "storylineId": format!("st_{:08}", n / 5),
+        "importance": importance,
+        "flash": flash,
+    });
+    if source.licence != "headline_only" {
+        v["snippet"] = json!(format!("{} shared an update on {topic}.", company.name));
+    }
+    if source.licence == "full_text" {
+        v["body"] = json!(format!(
+            "{} shared an update on {topic}. The full text is licensed for display.",
+            company.name
+        ));
+    }
+    if matches!(source.licence, "public" | "full_text") {
+        v["url"] = json!(format!("https://example.invalid/news/{}", id(n)));
+    }
+    if source.id == "sec_edgar" {
+        v["form"] = json!("8-K");
+    }
+    Some(Item {
+        n,
+        source,
+        tickers: vec![company.symbol],
+        ciks: vec![cik],
+        topics: vec![topic],
+        importance,
+        flash,
+        json: v,
+    })
+}
+
+/// The feed's filters, parsed from the query.
+#[derive(Default)]
+pub struct Filters {
+    pub tickers: Option<Vec<String>>,
+    pub ciks: Option<Vec<String>>,
+    pub topics: Option<Vec<String>>,
+    pub sources: Option<Vec<String>>,
+    pub exclude_sources: Vec<String>,
+    pub exclude_forms: Vec<String>,
+    pub flash: bool,
+    pub min_importance: u64,
+    pub q: Option<String>,
+}
+
+impl Filters {
+    pub fn matches(&self, it: &Item) -> bool {
+        let any = |want: &Option<Vec<String>>, have: &[String]| {
+            want.as_ref().is_none_or(|w| have.iter().any(|h| w.contains(h)))
+        };
+        let topics: Vec<String> = it.topics.iter().map(|t| (*t).to_owned()).collect();
+        any(&self.tickers, &it.tickers)
+            && any(&self.ciks, &it.ciks)
+            && any(&self.topics, &topics)
+            && self
+                .sources
+                .as_ref()
+                .is_none_or(|s| s.iter().any(|x| x == it.source.id))
+            && !self.exclude_sources.iter().any(|x| x == it.source.id)
+            && !self
+                .exclude_forms
+                .iter()
+                .any(|f| it.json.get("form").and_then(Value::as_str) == Some(f))
+            && (!self.flash || it.flash)
+            && it.importance >= self.min_importance
+            && self.q.as_ref().is_none_or(|q| {
+                let text = format!(
+                    "{} {}",
+                    it.json["headline"].as_str().unwrap_or(""),
+                    it.json["snippet"].as_str().unwrap_or("")
+                );
+                text.to_lowercase().contains(q)
+            })
+    }
+}
+
+/// One page of the feed as the wire contract defines the cursors.
+pub fn page(
+    world: &World,
+    now: DateTime<Utc>,
+    filters: &Filters,
+    limit: usize,
+    after: Option<u64>,
+    before: Option<u64>,
+    changed_since: Option<DateTime<Utc>>,
+) -> Value {
+    let count = count_at(world.seed, now);
+    let matching = |n: u64| item(world, n, now).filter(|it| filters.matches(it));
+    let server_time = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    if let Some(a) = after {
+        let mut items: Vec<Value> = Vec::new();
+        if let Some(since) = changed_since {
+            // Items at or before A whose headline was rewritten after T, each once.
+            let lo = first_at_or_after(since - Duration::minutes(MAX_REWRITE_MINUTES + 1));
+            for n in lo..=a.min(count.saturating_sub(1)) {
+                if rewritten_at(world.seed, n).is_some_and(|t| t > since && t <= now) {
+                    if let Some(mut it) = matching(n) {
+                        it.json["rewritten"] = json!(true);
+                        items.push(it.json);
+                    }
+                }
+            }
+        }
+        let mut newest = a;
+        let mut more = false;
+        let mut fresh = 0;
+        for n in (a + 1)..count {
+            if let Some(it) = matching(n) {
+                if fresh == limit {
+                    more = true;
+                    break;
+                }
+                items.push(it.json);
+                newest = n;
+                fresh += 1;
+            }
+        }
+        return json!({"items": items, "latestId": id(newest), "nextCursor": null, "hasMore": more, "serverTime": server_time});
+    }
+    let top = before.unwrap_or(count).min(count);
+    let mut items = Vec::new();
+    let mut oldest = None;
+    let mut more = false;
+    for n in (0..top).rev() {
+        if let Some(it) = matching(n) {
+            if items.len() == limit {
+                more = true;
+                break;
+            }
+            items.push(it.json);
+            oldest = Some(n);
+        }
+    }
+    let latest = items.first().and_then(|i| i["id"].as_str()).map(str::to_owned);
+    json!({
+        "items": items,
+        "latestId": latest,
+        "nextCursor": if more { oldest.map(id) } else { None },
+        "hasMore": more,
+        "serverTime": server_time,
+    })
+}
