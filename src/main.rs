@@ -91,6 +91,9 @@ enum Command {
         /// Generated companies (S0000...) beside the named ones.
         #[arg(long, default_value_t = 5000)]
         companies: u64,
+        /// Inject faults into data routes, e.g. 5xx=0.1,reset=0.05,truncate=0.05,slow=0.1,slow_ms=200.
+        #[arg(long, value_name = "SPEC", value_parser = fdsync::emulator::Faults::parse)]
+        faults: Option<fdsync::emulator::Faults>,
     },
 }
 
@@ -178,6 +181,7 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
             keys,
             header_form,
             companies,
+            faults,
         } => {
             let mut config = EmulatorConfig {
                 seed,
@@ -192,6 +196,7 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
                     HeaderFormArg::Both => HeaderForm::Both,
                 },
                 generated_companies: companies,
+                faults: faults.unwrap_or_default(),
                 ..EmulatorConfig::default()
             };
             for (i, spec) in keys.iter().enumerate() {

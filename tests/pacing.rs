@@ -1,5 +1,5 @@
 use chrono::{DateTime, Utc};
-use fdsync::emulator::{PlanLimits, QuotaPeriod};
+use fdsync::emulator::{Faults, PlanLimits, QuotaPeriod};
 use fdsync::sync::{RunStatus, SyncError};
 
 use crate::util::{Harness, TEST_KEY, UNIVERSE, start_time};
@@ -118,4 +118,76 @@ async fn a_quota_exceeded_429_reports_the_reset_and_the_sales_contact() {
         1,
         "no retry into a spent quota"
     );
+}
+
+#[tokio::test]
+async fn injected_faults_cost_retries_never_rows() {
+    let h = Harness::new(PlanLimits::build(), &["AAPL", "MSFT", "O"]).await;
+    h.emulator.emulator.set_faults(Faults {
+        server_error: 0.1,
+        reset: 0.05,
+        truncate: 0.05,
+        ..Faults::default()
+    });
+    let (report, result) = h.syncer.run_once(&h.pipelines).await;
+    result.unwrap();
+    assert!(report.outcomes.iter().all(|o| o.status == RunStatus::Ok), "{report:?}");
+    let stats = h.emulator.emulator.stats();
+    assert!(stats.faults_injected >= 3, "{stats:?}");
+    assert!(h.int("SELECT count(*) FROM _sync_requests WHERE status = 503").await > 0);
+
+    let world = h.emulator.emulator.world();
+    for id in ["AAPL", "MSFT", "O"] {
+        let c = world.resolve(id).unwrap();
+        let bars = world.daily_bars(&c, h.clock.now());
+        let stored = h
+            .int(&format!(
+                "SELECT count(*) FROM prices_daily WHERE company_key = '{}'",
+                c.cik
+            ))
+            .await;
+        assert_eq!(stored as usize, bars.len(), "{id}");
+        let (events, _, _) = world.dividends(&c, &bars, h.clock.now().date_naive());
+        let stored = h
+            .int(&format!(
+                "SELECT count(*) FROM dividends WHERE company_key = '{}'",
+                c.cik
+            ))
+            .await;
+        assert_eq!(stored as usize, events.len(), "{id}");
+    }
+    assert_eq!(
+        h.int("SELECT count(*) FROM _sync_quarantine").await,
+        0,
+        "a truncated page is retried, not quarantined"
+    );
+}
+
+#[tokio::test]
+async fn dropped_connections_and_truncated_bodies_are_retried_not_loaded() {
+    let h = Harness::new(PlanLimits::build(), &["MSFT", "O"]).await;
+    h.emulator.emulator.set_faults(Faults {
+        reset: 0.25,
+        truncate: 0.25,
+        ..Faults::default()
+    });
+    let (_, result) = h.syncer.run_once(&h.pipelines).await;
+    result.unwrap();
+    let truncated = "SELECT count(*) FROM _sync_requests WHERE error LIKE '%did not parse%'";
+    let dropped = "SELECT count(*) FROM _sync_requests WHERE status = 0 OR error LIKE '%cut short%'";
+    assert!(h.int(truncated).await > 0, "no truncated body was seen");
+    assert!(h.int(dropped).await > 0, "no dropped connection was seen");
+    assert_eq!(h.int("SELECT count(*) FROM _sync_quarantine").await, 0);
+    let world = h.emulator.emulator.world();
+    for id in ["MSFT", "O"] {
+        let c = world.resolve(id).unwrap();
+        let bars = world.daily_bars(&c, h.clock.now()).len();
+        let stored = h
+            .int(&format!(
+                "SELECT count(*) FROM prices_daily WHERE company_key = '{}'",
+                c.cik
+            ))
+            .await;
+        assert_eq!(stored as usize, bars, "{id}");
+    }
 }

@@ -52,7 +52,6 @@ pub fn config_text(base_url: &str, warehouse: &Path, companies: &[&str]) -> Stri
 [upstream]
 base_url = "{base_url}"
 api_key_env = "FDSYNC_TEST_KEY_UNSET"
-max_attempts = 4
 timeout_secs = 10
 
 [warehouse]

@@ -113,6 +113,7 @@ pub struct EmulatorConfig {
     /// Generated companies beside the named ones.
     pub generated_companies: u64,
     pub sales_email: String,
+    pub faults: Faults,
 }
 
 /// Keys every emulator knows unless told otherwise, documented in the README.
@@ -139,7 +140,56 @@ impl Default for EmulatorConfig {
             header_form: HeaderForm::Legacy,
             generated_companies: 5000,
             sales_email: "sales@example.invalid".into(),
+            faults: Faults::default(),
         }
+    }
+}
+
+/// Faults injected into data-route responses, each at a rate from 0 to 1.
+/// Decisions are a function of the seed and the request's sequence number, so
+/// a run with the same faults and requests fails the same way.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Faults {
+    /// 503 with an error body.
+    pub server_error: f64,
+    /// Headers sent, then the connection drops mid-body.
+    pub reset: f64,
+    /// A 200 whose JSON body stops halfway.
+    pub truncate: f64,
+    /// Responses delayed by `slow_ms` (real time).
+    pub slow: f64,
+    pub slow_ms: u64,
+}
+
+impl Faults {
+    /// `5xx=0.1,reset=0.05,truncate=0.05,slow=0.1,slow_ms=200`.
+    pub fn parse(s: &str) -> Result<Faults, String> {
+        let mut f = Faults {
+            slow_ms: 200,
+            ..Faults::default()
+        };
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("{part:?}: expected NAME=RATE"))?;
+            let rate: f64 = v.parse().map_err(|_| format!("{part:?}: {v:?} is not a number"))?;
+            let slot = match k {
+                "5xx" => &mut f.server_error,
+                "reset" => &mut f.reset,
+                "truncate" => &mut f.truncate,
+                "slow" => &mut f.slow,
+                "slow_ms" => {
+                    f.slow_ms = rate as u64;
+                    continue;
+                }
+                _ => return Err(format!("{k:?}: expected 5xx, reset, truncate, slow or slow_ms")),
+            };
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(format!("{part:?}: a rate is between 0 and 1"));
+            }
+            *slot = rate;
+        }
+        Ok(f)
     }
 }
 
@@ -150,6 +200,7 @@ pub struct Stats {
     pub by_status: HashMap<u16, u64>,
     pub rate_limited: u64,
     pub quota_exceeded: u64,
+    pub faults_injected: u64,
 }
 
 #[derive(Default)]
@@ -168,6 +219,8 @@ struct AppState {
     accounts: Vec<Account>,
     usage: Mutex<HashMap<String, Usage>>,
     stats: Mutex<Stats>,
+    faults: Mutex<Faults>,
+    fault_seq: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Clone)]
@@ -232,8 +285,15 @@ impl Emulator {
                 accounts,
                 usage: Mutex::new(HashMap::new()),
                 stats: Mutex::new(Stats::default()),
+                faults: Mutex::new(config.faults),
+                fault_seq: Default::default(),
             }),
         }
+    }
+
+    /// Changes the injected faults from now on.
+    pub fn set_faults(&self, faults: Faults) {
+        *self.state.faults.lock().unwrap_or_else(|e| e.into_inner()) = faults;
     }
 
     pub fn stats(&self) -> Stats {
@@ -283,6 +343,7 @@ impl Emulator {
             .route("/api/v1/watchlists", get(account_surface))
             .route("/api/v1/workspace", get(account_surface))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+            .layer(middleware::from_fn_with_state(self.state.clone(), inject_faults))
             .layer(middleware::from_fn_with_state(self.state.clone(), gate));
         public
             .layer(middleware::from_fn_with_state(self.state.clone(), count))
@@ -1032,4 +1093,42 @@ async fn news_sources(State(state): State<Arc<AppState>>) -> Json<serde_json::Va
         })
         .collect();
     Json(json!({"sources": sources}))
+}
+
+/// Injects the configured faults into a counted data-route response.
+async fn inject_faults(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let faults = state.faults.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if faults == Faults::default() {
+        return next.run(req).await;
+    }
+    let k = state.fault_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let roll = |salt: u64| world::unit(state.world.seed, 0xFA17 ^ salt, k);
+    let injected = || state.stats.lock().unwrap_or_else(|e| e.into_inner()).faults_injected += 1;
+    if roll(1) < faults.slow {
+        tokio::time::sleep(std::time::Duration::from_millis(faults.slow_ms)).await;
+    }
+    if roll(2) < faults.server_error {
+        injected();
+        return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable").into_response();
+    }
+    let response = next.run(req).await;
+    if roll(3) < faults.reset {
+        injected();
+        let (parts, _) = response.into_parts();
+        let failing = futures::stream::once(async {
+            Err::<bytes::Bytes, std::io::Error>(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "injected reset",
+            ))
+        });
+        return Response::from_parts(parts, axum::body::Body::from_stream(failing));
+    }
+    if roll(4) < faults.truncate && response.status().is_success() {
+        injected();
+        let (mut parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+        parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+        return Response::from_parts(parts, axum::body::Body::from(bytes.slice(..bytes.len() / 2)));
+    }
+    response
 }
