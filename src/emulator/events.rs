@@ -6,10 +6,10 @@
 //! moves; a filing's headline is null until the platform's gate passes it, some
 //! hours later.
 
-use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
+use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde_json::{Value, json};
 
-use super::world::{CompanyProfile, World, mix_str, unit};
+use super::world::{Cadence, CompanyProfile, World, mix_str, unit};
 
 pub const FAMILIES: &[&str] = &[
     "earnings",
@@ -33,10 +33,6 @@ pub const FAMILIES: &[&str] = &[
 ];
 
 const SPACING_MINUTES: i64 = 30;
-
-fn epoch() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2004, 8, 23, 13, 0, 0).single().expect("valid")
-}
 
 /// Item codes a filing of each family carries; an empty list is the uncoded item.
 fn items_for(family: &str, roll: f64) -> Vec<&'static str> {
@@ -118,34 +114,24 @@ impl Event {
     }
 }
 
+const CADENCE: Cadence = Cadence {
+    epoch: DateTime::from_timestamp(1_093_266_000, 0).expect("2004-08-23T13:00:00Z"),
+    spacing_ms: SPACING_MINUTES * 60_000,
+    salt: 0xE7E7,
+};
+
 /// How many filings exist at `now`.
 pub fn count_at(seed: u64, now: DateTime<Utc>) -> u64 {
-    let minutes = (now - epoch()).num_minutes();
-    if minutes < 0 {
-        return 0;
-    }
-    let mut n = (minutes / SPACING_MINUTES) as u64 + 1;
-    // The last slot's filing may not be accepted yet.
-    while n > 0 && accepted_at(seed, n - 1) > now {
-        n -= 1;
-    }
-    n
+    CADENCE.count_at(seed, now)
 }
 
 fn accepted_at(seed: u64, n: u64) -> DateTime<Utc> {
-    let jitter = (unit(seed, 0xE7E7, n) * (SPACING_MINUTES as f64 - 1.0) * 60.0) as i64;
-    epoch() + Duration::minutes(n as i64 * SPACING_MINUTES) + Duration::seconds(jitter)
+    CADENCE.at(seed, n)
 }
 
 /// The first filing number accepted on or after `day`.
 pub fn first_on_or_after(day: NaiveDate) -> u64 {
-    let start = day.and_hms_opt(0, 0, 0).expect("midnight").and_utc();
-    let minutes = (start - epoch()).num_minutes();
-    if minutes <= 0 {
-        0
-    } else {
-        (minutes / SPACING_MINUTES) as u64
-    }
+    CADENCE.first_at_or_after(day.and_hms_opt(0, 0, 0).expect("midnight").and_utc())
 }
 
 /// Who filed filing `n`, cheap to compute: named companies by position,

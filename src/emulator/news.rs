@@ -6,19 +6,15 @@
 //! headlines are rewritten an hour or two after arrival; fields a source's
 //! licence withholds are absent, never empty.
 
-use chrono::{DateTime, Duration, TimeZone, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
 use super::events::{Filer, filer};
-use super::world::{World, unit};
+use super::world::{Cadence, World, unit};
 
 const SPACING_SECS: i64 = 45;
 /// Rewrites happen within this long after an item arrives.
 pub const MAX_REWRITE_MINUTES: i64 = 120;
-
-fn epoch() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2025, 6, 1, 0, 0, 0).single().expect("valid")
-}
 
 pub struct SourceDef {
     pub id: &'static str,
@@ -76,28 +72,24 @@ pub const TOPICS: &[(&str, &str, Option<&str>)] = &[
     ("technology", "Technology", None),
 ];
 
+const CADENCE: Cadence = Cadence {
+    epoch: DateTime::from_timestamp(1_748_736_000, 0).expect("2025-06-01T00:00:00Z"),
+    spacing_ms: SPACING_SECS * 1000,
+    salt: 0x5EE,
+};
+
 /// How many items exist at `now`.
 pub fn count_at(seed: u64, now: DateTime<Utc>) -> u64 {
-    let secs = (now - epoch()).num_seconds();
-    if secs < 0 {
-        return 0;
-    }
-    let mut n = (secs / SPACING_SECS) as u64 + 1;
-    while n > 0 && first_seen_at(seed, n - 1) > now {
-        n -= 1;
-    }
-    n
+    CADENCE.count_at(seed, now)
 }
 
 pub fn first_seen_at(seed: u64, n: u64) -> DateTime<Utc> {
-    let jitter_ms = (unit(seed, 0x5EE, n) * (SPACING_SECS as f64 - 1.0) * 1000.0) as i64;
-    epoch() + Duration::seconds(n as i64 * SPACING_SECS) + Duration::milliseconds(jitter_ms)
+    CADENCE.at(seed, n)
 }
 
 /// The first item number seen at or after `at`.
 pub fn first_at_or_after(at: DateTime<Utc>) -> u64 {
-    let secs = (at - epoch()).num_seconds();
-    if secs <= 0 { 0 } else { (secs / SPACING_SECS) as u64 }
+    CADENCE.first_at_or_after(at)
 }
 
 pub fn id(n: u64) -> String {

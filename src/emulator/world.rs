@@ -216,6 +216,43 @@ const NAMED: &[Named] = &[
     },
 ];
 
+/// A numbered stream of arrivals (filings, news items): arrival `n` happens at
+/// `epoch + n * spacing` plus a jitter shorter than the spacing, so arrival times
+/// are monotonic in `n` and a time maps to a number without holding anything.
+pub struct Cadence {
+    pub epoch: DateTime<Utc>,
+    pub spacing_ms: i64,
+    pub salt: u64,
+}
+
+impl Cadence {
+    pub fn at(&self, seed: u64, n: u64) -> DateTime<Utc> {
+        let jitter = (unit(seed, self.salt, n) * (self.spacing_ms - 1000) as f64) as i64;
+        self.epoch + Duration::milliseconds(n as i64 * self.spacing_ms + jitter)
+    }
+
+    /// How many arrivals happened by `now`.
+    pub fn count_at(&self, seed: u64, now: DateTime<Utc>) -> u64 {
+        let mut n = match (now - self.epoch).num_milliseconds() {
+            ms if ms < 0 => return 0,
+            ms => (ms / self.spacing_ms) as u64 + 1,
+        };
+        // The last slot's arrival may still be ahead.
+        while n > 0 && self.at(seed, n - 1) > now {
+            n -= 1;
+        }
+        n
+    }
+
+    /// The first arrival number whose slot contains or follows `t`.
+    pub fn first_at_or_after(&self, t: DateTime<Utc>) -> u64 {
+        match (t - self.epoch).num_milliseconds() {
+            ms if ms <= 0 => 0,
+            ms => (ms / self.spacing_ms) as u64,
+        }
+    }
+}
+
 /// How many named companies the world has.
 pub fn named_count() -> usize {
     NAMED.len()
