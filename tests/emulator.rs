@@ -531,3 +531,37 @@ async fn the_news_feed_follows_every_cursor_rule() {
             .any(|t| t["parent"].is_null())
     );
 }
+
+#[tokio::test]
+async fn news_search_and_top() {
+    let emu = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let key = [("X-API-KEY", TEST_KEY)];
+    let base = emu.base_url();
+    assert_eq!(
+        get(&format!("{base}/api/v1/news/search"), &key).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    let (s, _, found) = get(&format!("{base}/api/v1/news/search?q=microsoft&limit=20"), &key).await;
+    assert_eq!(s, StatusCode::OK);
+    let items = found["items"].as_array().unwrap();
+    assert_eq!(items.len(), 20);
+    assert!(
+        items
+            .iter()
+            .all(|i| i["headline"].as_str().unwrap().to_lowercase().contains("microsoft"))
+    );
+    assert_eq!(
+        get(&format!("{base}/api/v1/news/top?window=1h"), &key).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    let (s, _, top) = get(&format!("{base}/api/v1/news/top"), &key).await;
+    assert_eq!((s, top["window"].as_str()), (StatusCode::OK, Some("24h")));
+    let items = top["items"].as_array().unwrap();
+    assert_eq!(items.len(), 30);
+    let importance: Vec<u64> = items.iter().map(|i| i["importance"].as_u64().unwrap()).collect();
+    assert!(importance.windows(2).all(|w| w[0] >= w[1]), "ranked by importance");
+    let mut stories: Vec<&str> = items.iter().map(|i| i["storylineId"].as_str().unwrap()).collect();
+    stories.sort();
+    stories.dedup();
+    assert_eq!(stories.len(), 30, "one item per storyline");
+}

@@ -330,6 +330,8 @@ impl Emulator {
             .route("/api/v1/events/latest", get(events_latest))
             .route("/api/v1/companies/{id}/news", get(company_news))
             .route("/api/v1/news/feed", get(news_feed))
+            .route("/api/v1/news/search", get(news_search))
+            .route("/api/v1/news/top", get(news_top))
             .route("/api/v1/news/items/{id}", get(news_item))
             .route("/api/v1/news/topics", get(news_topics))
             .route("/api/v1/news/sources", get(news_sources))
@@ -1131,4 +1133,48 @@ async fn inject_faults(State(state): State<Arc<AppState>>, req: Request, next: N
         return Response::from_parts(parts, axum::body::Body::from(bytes.slice(..bytes.len() / 2)));
     }
     response
+}
+
+async fn news_search(State(state): State<Arc<AppState>>, Query(query): Query<HashMap<String, String>>) -> ApiResult {
+    if query.get("q").is_none_or(|q| q.trim().is_empty()) {
+        return Err(bad_request(
+            "missing parameter 'q': the text to search headlines and snippets for".into(),
+        ));
+    }
+    feed(&state, &query, None)
+}
+
+/// Each storyline in the window collapsed to its strongest item, by importance.
+async fn news_top(State(state): State<Arc<AppState>>, Query(query): Query<HashMap<String, String>>) -> ApiResult {
+    let window = query.get("window").map(String::as_str).unwrap_or("24h");
+    let hours = match window {
+        "6h" => 6,
+        "24h" => 24,
+        "7d" => 168,
+        other => return Err(bad_request(format!("invalid window '{other}': 6h, 24h or 7d"))),
+    };
+    let limit = int_param(&query, "limit", 1, 100, Some(30))?.unwrap_or(30) as usize;
+    let now = state.clock.now();
+    let count = news::count_at(state.world.seed, now);
+    let since = now - chrono::Duration::hours(hours);
+    let mut strongest: HashMap<String, (u64, u64, serde_json::Value)> = HashMap::new();
+    for n in news::first_at_or_after(since).min(count)..count {
+        if news::first_seen_at(state.world.seed, n) < since {
+            continue;
+        }
+        let Some(it) = news::item(&state.world, n, now) else {
+            continue;
+        };
+        let story = it.json["storylineId"].as_str().unwrap_or_default().to_owned();
+        match strongest.get(&story) {
+            Some((importance, _, _)) if *importance >= it.importance => {}
+            _ => {
+                strongest.insert(story, (it.importance, n, it.json));
+            }
+        }
+    }
+    let mut ranked: Vec<(u64, u64, serde_json::Value)> = strongest.into_values().collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+    let items: Vec<serde_json::Value> = ranked.into_iter().take(limit).map(|(_, _, v)| v).collect();
+    Ok(Json(json!({"window": window, "items": items})).into_response())
 }
