@@ -91,6 +91,12 @@ enum Command {
         /// Generated companies (S0000...) beside the named ones.
         #[arg(long, default_value_t = 5000)]
         companies: u64,
+        /// Seconds between `: ping` comments on the news stream.
+        #[arg(long, default_value_t = 15.0)]
+        stream_ping_secs: f64,
+        /// Seconds after which the server closes a news stream.
+        #[arg(long, default_value_t = 280.0)]
+        stream_close_secs: f64,
         /// Inject faults into data routes, e.g. 5xx=0.1,reset=0.05,truncate=0.05,slow=0.1,slow_ms=200.
         #[arg(long, value_name = "SPEC", value_parser = fdsync::emulator::Faults::parse)]
         faults: Option<fdsync::emulator::Faults>,
@@ -182,6 +188,8 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
             header_form,
             companies,
             faults,
+            stream_ping_secs,
+            stream_close_secs,
         } => {
             let mut config = EmulatorConfig {
                 seed,
@@ -197,6 +205,11 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
                 },
                 generated_companies: companies,
                 faults: faults.unwrap_or_default(),
+                stream: fdsync::emulator::StreamTiming {
+                    ping: std::time::Duration::from_secs_f64(stream_ping_secs.max(0.01)),
+                    close_after: std::time::Duration::from_secs_f64(stream_close_secs.max(0.01)),
+                    ..Default::default()
+                },
                 ..EmulatorConfig::default()
             };
             for (i, spec) in keys.iter().enumerate() {

@@ -565,3 +565,74 @@ async fn news_search_and_top() {
     stories.dedup();
     assert_eq!(stories.len(), 30, "one item per storyline");
 }
+
+#[tokio::test]
+async fn the_stream_sends_items_frames_and_pings_then_closes() {
+    let clock = frozen_clock();
+    let config = fdsync::emulator::EmulatorConfig {
+        clock: clock.clone(),
+        accounts: vec![fdsync::emulator::Account {
+            name: "t".into(),
+            plan: PlanLimits::build(),
+            keys: vec![TEST_KEY.into()],
+        }],
+        stream: fdsync::emulator::StreamTiming {
+            ping: std::time::Duration::from_millis(100),
+            close_after: std::time::Duration::from_millis(1500),
+            poll: std::time::Duration::from_millis(20),
+        },
+        ..Default::default()
+    };
+    let emu = fdsync::emulator::spawn(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let key = [("X-API-KEY", TEST_KEY)];
+    let (_, _, head) = get(&format!("{}/api/v1/news/feed?limit=1", emu.base_url()), &key).await;
+    let after = head["latestId"].as_str().unwrap().to_owned();
+    let bad = format!("{}/api/v1/news/stream?after=oops", emu.base_url());
+    assert_eq!(get(&bad, &key).await.0, StatusCode::BAD_REQUEST);
+
+    let response = reqwest::Client::new()
+        .get(format!("{}/api/v1/news/stream?after={after}", emu.base_url()))
+        .header("X-API-KEY", TEST_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    // Ten simulated minutes of news arrive while the stream is open.
+    clock.as_sim().unwrap().advance(std::time::Duration::from_secs(600));
+    let mut text = String::new();
+    let mut response = response;
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(
+        text.contains(": ping"),
+        "pings are sent: {}",
+        &text[..text.len().min(400)]
+    );
+    let mut streamed: Vec<String> = Vec::new();
+    for frame in text.split("\n\n").filter(|f| f.starts_with("event: items")) {
+        let data = frame.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+        let page: Value = serde_json::from_str(data).unwrap();
+        let fresh = page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["rewritten"] != true);
+        streamed.extend(fresh.map(|i| i["id"].as_str().unwrap().to_owned()));
+    }
+    let (_, _, expected) = get(
+        &format!("{}/api/v1/news/feed?after={after}&limit=200", emu.base_url()),
+        &key,
+    )
+    .await;
+    assert!(!streamed.is_empty());
+    assert_eq!(streamed, ids(&expected), "every new item once, in order");
+}

@@ -114,6 +114,26 @@ pub struct EmulatorConfig {
     pub generated_companies: u64,
     pub sales_email: String,
     pub faults: Faults,
+    pub stream: StreamTiming,
+}
+
+/// Real-time intervals of the SSE stream (spec: ping every 15 s, close after about 280 s).
+#[derive(Debug, Clone)]
+pub struct StreamTiming {
+    pub ping: std::time::Duration,
+    pub close_after: std::time::Duration,
+    /// How often the stream looks for new or rewritten items.
+    pub poll: std::time::Duration,
+}
+
+impl Default for StreamTiming {
+    fn default() -> Self {
+        StreamTiming {
+            ping: std::time::Duration::from_secs(15),
+            close_after: std::time::Duration::from_secs(280),
+            poll: std::time::Duration::from_millis(250),
+        }
+    }
 }
 
 /// Keys every emulator knows unless told otherwise, documented in the README.
@@ -141,6 +161,7 @@ impl Default for EmulatorConfig {
             generated_companies: 5000,
             sales_email: "sales@example.invalid".into(),
             faults: Faults::default(),
+            stream: StreamTiming::default(),
         }
     }
 }
@@ -220,6 +241,7 @@ struct AppState {
     usage: Mutex<HashMap<String, Usage>>,
     stats: Mutex<Stats>,
     faults: Mutex<Faults>,
+    stream: StreamTiming,
     fault_seq: std::sync::atomic::AtomicU64,
 }
 
@@ -286,6 +308,7 @@ impl Emulator {
                 usage: Mutex::new(HashMap::new()),
                 stats: Mutex::new(Stats::default()),
                 faults: Mutex::new(config.faults),
+                stream: config.stream,
                 fault_seq: Default::default(),
             }),
         }
@@ -331,6 +354,7 @@ impl Emulator {
             .route("/api/v1/companies/{id}/news", get(company_news))
             .route("/api/v1/news/feed", get(news_feed))
             .route("/api/v1/news/search", get(news_search))
+            .route("/api/v1/news/stream", get(news_stream))
             .route("/api/v1/news/top", get(news_top))
             .route("/api/v1/news/items/{id}", get(news_item))
             .route("/api/v1/news/topics", get(news_topics))
@@ -1177,4 +1201,62 @@ async fn news_top(State(state): State<Arc<AppState>>, Query(query): Query<HashMa
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
     let items: Vec<serde_json::Value> = ranked.into_iter().take(limit).map(|(_, _, v)| v).collect();
     Ok(Json(json!({"window": window, "items": items})).into_response())
+}
+
+/// `GET /news/stream`: `event: items` frames carrying a feed body whenever new
+/// or rewritten items appear, a `: ping` comment at the ping interval, and a
+/// close after `close_after`; the client reconnects with `after`.
+async fn news_stream(State(state): State<Arc<AppState>>, Query(query): Query<HashMap<String, String>>) -> ApiResult {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    // Validate the filters and cursor the way the feed does.
+    let mut probe = query.clone();
+    probe.insert("limit".into(), "1".into());
+    probe.remove("changedSince");
+    feed(&state, &probe, None)?;
+    let now = state.clock.now();
+    let start = match cursor_param(&query, "after")? {
+        Some(a) => a,
+        None => news::count_at(state.world.seed, now).saturating_sub(1),
+    };
+    let timing = state.stream.clone();
+    let deadline = tokio::time::Instant::now() + timing.close_after;
+    let initial = (
+        state.clone(),
+        news::id(start),
+        now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        query,
+    );
+    let frames = futures::stream::unfold(initial, move |(state, latest, since, query)| async move {
+        loop {
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            let mut q = query.clone();
+            q.insert("after".into(), latest.clone());
+            q.insert("changedSince".into(), since.clone());
+            q.insert("limit".into(), "200".into());
+            let body = match feed(&state, &q, None) {
+                Ok(r) => axum::body::to_bytes(r.into_body(), usize::MAX)
+                    .await
+                    .unwrap_or_default(),
+                Err(_) => return None,
+            };
+            let page: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let next_latest = page["latestId"].as_str().unwrap_or(&latest).to_owned();
+            let next_since = page["serverTime"].as_str().unwrap_or(&since).to_owned();
+            if page["items"].as_array().is_some_and(|i| !i.is_empty()) {
+                let event = Event::default().event("items").data(page.to_string());
+                return Some((
+                    Ok::<_, std::convert::Infallible>(event),
+                    (state, next_latest, next_since, query),
+                ));
+            }
+            let wait = timing
+                .poll
+                .min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+            tokio::time::sleep(wait).await;
+        }
+    });
+    let keep_alive = KeepAlive::new().interval(state.stream.ping).text("ping");
+    Ok(Sse::new(frames).keep_alive(keep_alive).into_response())
 }
