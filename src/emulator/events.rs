@@ -114,20 +114,12 @@ impl Event {
     }
 }
 
-const CADENCE: Cadence = Cadence {
+/// Arrival times of filings.
+pub const CADENCE: Cadence = Cadence {
     epoch: DateTime::from_timestamp(1_093_266_000, 0).expect("2004-08-23T13:00:00Z"),
     spacing_ms: SPACING_MINUTES * 60_000,
     salt: 0xE7E7,
 };
-
-/// How many filings exist at `now`.
-pub fn count_at(seed: u64, now: DateTime<Utc>) -> u64 {
-    CADENCE.count_at(seed, now)
-}
-
-fn accepted_at(seed: u64, n: u64) -> DateTime<Utc> {
-    CADENCE.at(seed, n)
-}
 
 /// The first filing number accepted on or after `day`.
 pub fn first_on_or_after(day: NaiveDate) -> u64 {
@@ -170,7 +162,7 @@ pub fn event(world: &World, n: u64) -> Option<Event> {
     };
     let family = FAMILIES[(unit(seed, 0xFA, n) * FAMILIES.len() as f64) as usize % FAMILIES.len()];
     let items = items_for(family, unit(seed, 0x17, n));
-    let accepted_at = accepted_at(seed, n);
+    let accepted_at = CADENCE.at(seed, n);
     let cik_number: u64 = company
         .cik
         .parse()

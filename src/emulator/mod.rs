@@ -862,7 +862,7 @@ async fn company_events(
     let now = state.clock.now();
     let world = &state.world;
     let me = events::filer_of(world, &c);
-    let count = events::count_at(world.seed, now);
+    let count = events::CADENCE.count_at(world.seed, now);
     let list: Vec<serde_json::Value> = events::numbers(0, count, true)
         .filter(|n| me == Some(events::filer(world, *n)))
         .take(limit.map_or(usize::MAX, |l| l as usize))
@@ -931,7 +931,7 @@ async fn events_wire(State(state): State<Arc<AppState>>, Query(query): Query<Has
     let with_counts = query.get("counts").map(String::as_str) == Some("1");
     let now = state.clock.now();
     let world = &state.world;
-    let count = events::count_at(world.seed, now);
+    let count = events::CADENCE.count_at(world.seed, now);
     let lo = from.map_or(0, events::first_on_or_after).min(count);
     let hi = to
         .and_then(|d| d.succ_opt())
@@ -971,7 +971,7 @@ async fn events_latest(State(state): State<Arc<AppState>>, Query(query): Query<H
     let families = families_param(&query)?;
     let now = state.clock.now();
     let world = &state.world;
-    let list: Vec<serde_json::Value> = events::numbers(0, events::count_at(world.seed, now), true)
+    let list: Vec<serde_json::Value> = events::numbers(0, events::CADENCE.count_at(world.seed, now), true)
         .filter_map(|n| events::event(world, n))
         .filter(|e| families.as_ref().is_none_or(|f| f.iter().any(|x| x == e.family)))
         .take(limit)
@@ -999,8 +999,17 @@ fn cursor_param(query: &HashMap<String, String>, name: &str) -> Result<Option<u6
         .transpose()
 }
 
-/// Serves a feed page for `/news/feed` and `/companies/{id}/news`.
+/// Serves a feed page for `/news/feed`, `/news/search` and `/companies/{id}/news`.
 fn feed(state: &AppState, query: &HashMap<String, String>, ciks: Option<Vec<String>>) -> ApiResult {
+    Ok(Json(feed_page(state, query, ciks)?).into_response())
+}
+
+/// A feed body as the wire contract defines it, for the feed routes and the stream.
+fn feed_page(
+    state: &AppState,
+    query: &HashMap<String, String>,
+    ciks: Option<Vec<String>>,
+) -> Result<serde_json::Value, ApiError> {
     let limit = int_param(query, "limit", 1, 200, Some(100))?.unwrap_or(100) as usize;
     let min_importance = int_param(query, "minImportance", 0, 100, Some(0))?.unwrap_or(0);
     let (after, before) = (cursor_param(query, "after")?, cursor_param(query, "before")?);
@@ -1056,7 +1065,7 @@ fn feed(state: &AppState, query: &HashMap<String, String>, ciks: Option<Vec<Stri
         before,
         changed_since,
     );
-    Ok(Json(body).into_response())
+    Ok(body)
 }
 
 async fn news_feed(State(state): State<Arc<AppState>>, Query(query): Query<HashMap<String, String>>) -> ApiResult {
@@ -1078,11 +1087,11 @@ async fn news_item(State(state): State<Arc<AppState>>, Path(id): Path<String>) -
     let not_found = || ApiError::new(StatusCode::NOT_FOUND, format!("no news item '{id}'"));
     let n = news::parse_id(&id).ok_or_else(not_found)?;
     let now = state.clock.now();
-    if n >= news::count_at(state.world.seed, now) {
+    let count = news::CADENCE.count_at(state.world.seed, now);
+    if n >= count {
         return Err(not_found());
     }
     let it = news::item(&state.world, n, now).ok_or_else(not_found)?;
-    let count = news::count_at(state.world.seed, now);
     let storyline: Vec<serde_json::Value> = (n / 5 * 5..(n / 5 * 5 + 5).min(count))
         .filter(|m| *m != n)
         .filter_map(|m| news::item(&state.world, m, now))
@@ -1101,11 +1110,13 @@ async fn news_topics() -> Json<serde_json::Value> {
 
 async fn news_sources(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     let now = state.clock.now();
-    let count = news::count_at(state.world.seed, now);
-    let from = news::first_at_or_after(now - chrono::Duration::hours(24)).min(count);
+    let count = news::CADENCE.count_at(state.world.seed, now);
+    let from = news::CADENCE
+        .first_at_or_after(now - chrono::Duration::hours(24))
+        .min(count);
     let mut per_source: HashMap<&str, u64> = HashMap::new();
     for n in from..count {
-        if news::first_seen_at(state.world.seed, n) > now - chrono::Duration::hours(24) {
+        if news::CADENCE.at(state.world.seed, n) > now - chrono::Duration::hours(24) {
             if let Some(it) = news::item(&state.world, n, now) {
                 *per_source.entry(it.source.id).or_default() += 1;
             }
@@ -1179,11 +1190,11 @@ async fn news_top(State(state): State<Arc<AppState>>, Query(query): Query<HashMa
     };
     let limit = int_param(&query, "limit", 1, 100, Some(30))?.unwrap_or(30) as usize;
     let now = state.clock.now();
-    let count = news::count_at(state.world.seed, now);
+    let count = news::CADENCE.count_at(state.world.seed, now);
     let since = now - chrono::Duration::hours(hours);
     let mut strongest: HashMap<String, (u64, u64, serde_json::Value)> = HashMap::new();
-    for n in news::first_at_or_after(since).min(count)..count {
-        if news::first_seen_at(state.world.seed, n) < since {
+    for n in news::CADENCE.first_at_or_after(since).min(count)..count {
+        if news::CADENCE.at(state.world.seed, n) < since {
             continue;
         }
         let Some(it) = news::item(&state.world, n, now) else {
@@ -1212,11 +1223,11 @@ async fn news_stream(State(state): State<Arc<AppState>>, Query(query): Query<Has
     let mut probe = query.clone();
     probe.insert("limit".into(), "1".into());
     probe.remove("changedSince");
-    feed(&state, &probe, None)?;
+    feed_page(&state, &probe, None)?;
     let now = state.clock.now();
     let start = match cursor_param(&query, "after")? {
         Some(a) => a,
-        None => news::count_at(state.world.seed, now).saturating_sub(1),
+        None => news::CADENCE.count_at(state.world.seed, now).saturating_sub(1),
     };
     let timing = state.stream.clone();
     let deadline = tokio::time::Instant::now() + timing.close_after;
@@ -1235,13 +1246,9 @@ async fn news_stream(State(state): State<Arc<AppState>>, Query(query): Query<Has
             q.insert("after".into(), latest.clone());
             q.insert("changedSince".into(), since.clone());
             q.insert("limit".into(), "200".into());
-            let body = match feed(&state, &q, None) {
-                Ok(r) => axum::body::to_bytes(r.into_body(), usize::MAX)
-                    .await
-                    .unwrap_or_default(),
-                Err(_) => return None,
+            let Ok(page) = feed_page(&state, &q, None) else {
+                return None;
             };
-            let page: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
             let next_latest = page["latestId"].as_str().unwrap_or(&latest).to_owned();
             let next_since = page["serverTime"].as_str().unwrap_or(&since).to_owned();
             if page["items"].as_array().is_some_and(|i| !i.is_empty()) {

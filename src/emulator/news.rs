@@ -72,25 +72,12 @@ pub const TOPICS: &[(&str, &str, Option<&str>)] = &[
     ("technology", "Technology", None),
 ];
 
-const CADENCE: Cadence = Cadence {
+/// Arrival times of news items.
+pub const CADENCE: Cadence = Cadence {
     epoch: DateTime::from_timestamp(1_748_736_000, 0).expect("2025-06-01T00:00:00Z"),
     spacing_ms: SPACING_SECS * 1000,
     salt: 0x5EE,
 };
-
-/// How many items exist at `now`.
-pub fn count_at(seed: u64, now: DateTime<Utc>) -> u64 {
-    CADENCE.count_at(seed, now)
-}
-
-pub fn first_seen_at(seed: u64, n: u64) -> DateTime<Utc> {
-    CADENCE.at(seed, n)
-}
-
-/// The first item number seen at or after `at`.
-pub fn first_at_or_after(at: DateTime<Utc>) -> u64 {
-    CADENCE.first_at_or_after(at)
-}
 
 pub fn id(n: u64) -> String {
     format!("n_{n:010}")
@@ -104,7 +91,7 @@ pub fn parse_id(id: &str) -> Option<u64> {
 /// When item `n`'s headline is rewritten, if it ever is.
 pub fn rewritten_at(seed: u64, n: u64) -> Option<DateTime<Utc>> {
     (unit(seed, 0x4E4, n) < 0.1)
-        .then(|| first_seen_at(seed, n) + Duration::minutes(10 + (unit(seed, 0x4E5, n) * 110.0) as i64))
+        .then(|| CADENCE.at(seed, n) + Duration::minutes(10 + (unit(seed, 0x4E5, n) * 110.0) as i64))
 }
 
 /// Item `n` as served at `now`.
@@ -121,7 +108,7 @@ pub struct Item {
 
 pub fn item(world: &World, n: u64, now: DateTime<Utc>) -> Option<Item> {
     let seed = world.seed;
-    let seen = first_seen_at(seed, n);
+    let seen = CADENCE.at(seed, n);
     let source = &SOURCES[(unit(seed, 0x50, n) * SOURCES.len() as f64) as usize % SOURCES.len()];
     let company = match filer(world, n ^ 0x9E37) {
         Filer::Named(i) => world.named_by_index(i)?,
@@ -244,14 +231,14 @@ pub fn page(
     before: Option<u64>,
     changed_since: Option<DateTime<Utc>>,
 ) -> Value {
-    let count = count_at(world.seed, now);
+    let count = CADENCE.count_at(world.seed, now);
     let matching = |n: u64| item(world, n, now).filter(|it| filters.matches(it));
     let server_time = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     if let Some(a) = after {
         let mut items: Vec<Value> = Vec::new();
         if let Some(since) = changed_since {
             // Items at or before A whose headline was rewritten after T, each once.
-            let lo = first_at_or_after(since - Duration::minutes(MAX_REWRITE_MINUTES + 1));
+            let lo = CADENCE.first_at_or_after(since - Duration::minutes(MAX_REWRITE_MINUTES + 1));
             for n in lo..=a.min(count.saturating_sub(1)) {
                 if rewritten_at(world.seed, n).is_some_and(|t| t > since && t <= now) {
                     if let Some(mut it) = matching(n) {
