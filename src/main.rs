@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use fdsync::clock::Clock;
 use fdsync::config::Config;
-use fdsync::emulator::{self, Account, EmulatorConfig, HeaderForm, PlanLimits};
+use fdsync::emulator::{self, Account, EmulatorConfig, HeaderForm};
 use fdsync::sink::SinkHandle;
 use fdsync::sync::{SyncError, Syncer};
 use fdsync::upstream::Client;
@@ -82,7 +82,9 @@ enum Command {
         /// Simulated clock start (RFC 3339); default now.
         #[arg(long)]
         start: Option<chrono::DateTime<chrono::Utc>>,
-        /// Add a key: KEY=PLAN, PLAN being free, build or scale:PER_MINUTE[:PER_MONTH] (repeatable).
+        /// Add an account with one key: KEY=PLAN[+credits:USD], PLAN being free, build or
+        /// scale:PER_MINUTE[:PER_MONTH]; prepaid credits pay for requests past the quota
+        /// (repeatable).
         #[arg(long = "key", value_name = "KEY=PLAN")]
         keys: Vec<String>,
         /// Rate-limit header form in responses.
@@ -100,6 +102,14 @@ enum Command {
         /// Inject faults into data routes, e.g. 5xx=0.1,reset=0.05,truncate=0.05,slow=0.1,slow_ms=200.
         #[arg(long, value_name = "SPEC", value_parser = fdsync::emulator::Faults::parse)]
         faults: Option<fdsync::emulator::Faults>,
+        /// Serve the admin interface (create, rotate and revoke keys; advance the
+        /// simulated clock; set faults; counters) on this address. Not part of the
+        /// public API: keep it on loopback. See docs/emulator.md.
+        #[arg(long, value_name = "ADDR")]
+        admin_addr: Option<SocketAddr>,
+        /// Seconds a revoked key keeps working on the data routes, in emulator time.
+        #[arg(long, default_value_t = 60.0)]
+        revoke_delay_secs: f64,
     },
 }
 
@@ -190,6 +200,8 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
             faults,
             stream_ping_secs,
             stream_close_secs,
+            admin_addr,
+            revoke_delay_secs,
         } => {
             let mut config = EmulatorConfig {
                 seed,
@@ -210,31 +222,30 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
                     close_after: std::time::Duration::from_secs_f64(stream_close_secs.max(0.01)),
                     ..Default::default()
                 },
+                revoke_delay: chrono::Duration::milliseconds((revoke_delay_secs.max(0.0) * 1000.0) as i64),
                 ..EmulatorConfig::default()
             };
             for (i, spec) in keys.iter().enumerate() {
-                let (key, plan) = spec
-                    .split_once('=')
-                    .ok_or_else(|| SyncError::Other(format!("--key {i}: expected KEY=PLAN")))?;
-                let plan = PlanLimits::parse(plan).ok_or_else(|| {
-                    SyncError::Other(format!(
-                        "--key {i}: plan {plan:?}: expected free, build or scale:PER_MINUTE[:PER_MONTH]"
-                    ))
-                })?;
-                if !key.starts_with(fdsync::config::KEY_PREFIX) {
-                    return Err(SyncError::Other(format!("--key {i}: keys start with pk_live_")));
-                }
-                config.accounts.push(Account {
-                    name: format!("cli-{i}"),
-                    plan,
-                    keys: vec![key.to_owned()],
-                });
+                let account = Account::from_spec(format!("cli-{}", i + 1), spec)
+                    .map_err(|e| SyncError::Other(format!("--key: {e}")))?;
+                config.accounts.push(account);
             }
             let running = emulator::spawn(config, addr)
                 .await
                 .map_err(|e| SyncError::Other(format!("cannot listen on {addr}: {e}")))?;
             tracing::info!(message = "Emulator listening.", addr = %running.addr);
             println!("fdsync emulator on {} (Ctrl-C stops it)", running.base_url());
+            // Held until exit: dropping it would stop the admin listener.
+            let _admin = match admin_addr {
+                Some(admin_addr) => {
+                    let (bound, shutdown) = emulator::serve(running.emulator.admin_router(), admin_addr)
+                        .await
+                        .map_err(|e| SyncError::Other(format!("--admin-addr: cannot listen on {admin_addr}: {e}")))?;
+                    println!("admin interface on http://{bound}/admin (not part of the public API)");
+                    Some(shutdown)
+                }
+                None => None,
+            };
             tokio::signal::ctrl_c()
                 .await
                 .map_err(|e| SyncError::Other(e.to_string()))?;

@@ -571,11 +571,11 @@ async fn the_stream_sends_items_frames_and_pings_then_closes() {
     let clock = frozen_clock();
     let config = fdsync::emulator::EmulatorConfig {
         clock: clock.clone(),
-        accounts: vec![fdsync::emulator::Account {
-            name: "t".into(),
-            plan: PlanLimits::build(),
-            keys: vec![TEST_KEY.into()],
-        }],
+        accounts: vec![fdsync::emulator::Account::new(
+            "t",
+            PlanLimits::build(),
+            vec![TEST_KEY.into()],
+        )],
         stream: fdsync::emulator::StreamTiming {
             ping: std::time::Duration::from_millis(100),
             close_after: std::time::Duration::from_millis(1500),

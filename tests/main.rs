@@ -4,6 +4,8 @@
 
 mod util;
 
+/// The emulator's accounts: key lifecycle, credits, OAuth metadata, header forms.
+mod accounts;
 /// The `fdsync` binary: exit codes and the key never printed.
 mod cli;
 /// The emulator: as strict as the spec.

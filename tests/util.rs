@@ -29,17 +29,21 @@ pub fn frozen_clock() -> Clock {
     Clock::simulated(start_time(), 0.0)
 }
 
-pub async fn emulator_with(clock: &Clock, plan: PlanLimits) -> RunningEmulator {
-    let config = EmulatorConfig {
+/// One account, "test", holding [`TEST_KEY`] on `plan`.
+pub fn emulator_config(clock: &Clock, plan: PlanLimits) -> EmulatorConfig {
+    EmulatorConfig {
         clock: clock.clone(),
-        accounts: vec![Account {
-            name: "test".into(),
-            plan,
-            keys: vec![TEST_KEY.into()],
-        }],
+        accounts: vec![Account::new("test", plan, vec![TEST_KEY.into()])],
         generated_companies: 50,
         ..EmulatorConfig::default()
-    };
+    }
+}
+
+pub async fn emulator_with(clock: &Clock, plan: PlanLimits) -> RunningEmulator {
+    spawn(emulator_config(clock, plan)).await
+}
+
+pub async fn spawn(config: EmulatorConfig) -> RunningEmulator {
     emulator::spawn(config, SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
         .unwrap()
@@ -82,8 +86,13 @@ pub struct Harness {
 
 impl Harness {
     pub async fn new(plan: PlanLimits, companies: &[&str]) -> Harness {
-        let clock = frozen_clock();
-        let emulator = emulator_with(&clock, plan).await;
+        Harness::with_emulator(emulator_config(&frozen_clock(), plan), companies).await
+    }
+
+    /// A harness whose emulator runs `config` (its clock becomes the harness's).
+    pub async fn with_emulator(config: EmulatorConfig, companies: &[&str]) -> Harness {
+        let clock = config.clock.clone();
+        let emulator = spawn(config).await;
         let dir = tempfile::tempdir().unwrap();
         let warehouse = dir.path().join("wh.duckdb");
         let text = config_text(&emulator.base_url(), &warehouse, companies);

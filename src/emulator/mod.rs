@@ -6,9 +6,11 @@
 //! 400/404 bodies as the spec lists them. [`Emulator::router`] serves tests with
 //! no socket; [`spawn`] binds loopback.
 
+pub mod admin;
 pub mod company_docs;
 pub mod events;
 pub mod geo;
+pub mod keys;
 pub mod macro_series;
 pub mod news;
 pub mod world;
@@ -25,11 +27,12 @@ use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Datelike, DurationRound, NaiveDate, TimeZone, Utc};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use crate::clock::Clock;
 use crate::config::KEY_PREFIX;
 use crate::wire::ErrorBody;
+use keys::Keyring;
+pub use keys::{Account, Credits};
 use world::World;
 
 /// A plan's limits. Windows are fixed UTC windows.
@@ -98,13 +101,6 @@ pub enum HeaderForm {
 }
 
 #[derive(Debug, Clone)]
-pub struct Account {
-    pub name: String,
-    pub plan: PlanLimits,
-    pub keys: Vec<String>,
-}
-
-#[derive(Debug, Clone)]
 pub struct EmulatorConfig {
     pub seed: u64,
     pub clock: Clock,
@@ -115,6 +111,8 @@ pub struct EmulatorConfig {
     pub sales_email: String,
     pub faults: Faults,
     pub stream: StreamTiming,
+    /// How long a revoked key keeps working on the data routes (spec: about 60 s).
+    pub revoke_delay: chrono::Duration,
 }
 
 /// Real-time intervals of the SSE stream (spec: ping every 15 s, close after about 280 s).
@@ -146,22 +144,15 @@ impl Default for EmulatorConfig {
             seed: 42,
             clock: Clock::System,
             accounts: vec![
-                Account {
-                    name: "free-demo".into(),
-                    plan: PlanLimits::free(),
-                    keys: vec![DEMO_FREE_KEY.into()],
-                },
-                Account {
-                    name: "build-demo".into(),
-                    plan: PlanLimits::build(),
-                    keys: vec![DEMO_BUILD_KEY.into()],
-                },
+                Account::new("free-demo", PlanLimits::free(), vec![DEMO_FREE_KEY.into()]),
+                Account::new("build-demo", PlanLimits::build(), vec![DEMO_BUILD_KEY.into()]),
             ],
             header_form: HeaderForm::Legacy,
             generated_companies: 5000,
             sales_email: "sales@example.invalid".into(),
             faults: Faults::default(),
             stream: StreamTiming::default(),
+            revoke_delay: chrono::Duration::seconds(60),
         }
     }
 }
@@ -235,9 +226,7 @@ struct AppState {
     clock: Clock,
     header_form: HeaderForm,
     sales_email: String,
-    /// SHA-256 of each key -> account index; the keys themselves are not kept.
-    key_hashes: HashMap<[u8; 32], usize>,
-    accounts: Vec<Account>,
+    keyring: Mutex<Keyring>,
     usage: Mutex<HashMap<String, Usage>>,
     stats: Mutex<Stats>,
     faults: Mutex<Faults>,
@@ -248,10 +237,6 @@ struct AppState {
 #[derive(Clone)]
 pub struct Emulator {
     state: Arc<AppState>,
-}
-
-fn sha256(s: &str) -> [u8; 32] {
-    Sha256::digest(s.as_bytes()).into()
 }
 
 /// An error response with the spec's body.
@@ -286,25 +271,14 @@ type ApiResult = Result<Response, ApiError>;
 
 impl Emulator {
     pub fn new(config: EmulatorConfig) -> Emulator {
-        let mut key_hashes = HashMap::new();
-        for (i, account) in config.accounts.iter().enumerate() {
-            for key in account.keys.iter().take(10) {
-                key_hashes.insert(sha256(key), i);
-            }
-        }
-        let accounts = config
-            .accounts
-            .into_iter()
-            .map(|a| Account { keys: Vec::new(), ..a })
-            .collect();
+        let keyring = Keyring::new(config.seed, config.accounts, config.revoke_delay, config.clock.now());
         Emulator {
             state: Arc::new(AppState {
                 world: World::new(config.seed, config.generated_companies),
                 clock: config.clock,
                 header_form: config.header_form,
                 sales_email: config.sales_email,
-                key_hashes,
-                accounts,
+                keyring: Mutex::new(keyring),
                 usage: Mutex::new(HashMap::new()),
                 stats: Mutex::new(Stats::default()),
                 faults: Mutex::new(config.faults),
@@ -317,6 +291,25 @@ impl Emulator {
     /// Changes the injected faults from now on.
     pub fn set_faults(&self, faults: Faults) {
         *self.state.faults.lock().unwrap_or_else(|e| e.into_inner()) = faults;
+    }
+
+    fn keyring(&self) -> std::sync::MutexGuard<'_, Keyring> {
+        self.state.keyring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Issues a new key for `account`; the secret is returned here only.
+    pub fn create_key(&self, account: &str) -> Result<keys::IssuedKey, keys::KeyError> {
+        self.keyring().create(account, self.clock().now())
+    }
+
+    /// Revokes key `id` (from [`keys::IssuedKey::id`]) and issues its replacement atomically.
+    pub fn rotate_key(&self, id: &str) -> Result<keys::IssuedKey, keys::KeyError> {
+        self.keyring().rotate(id, self.clock().now())
+    }
+
+    /// Revokes key `id`; the data routes refuse it once the revoke delay has passed.
+    pub fn revoke_key(&self, id: &str) -> Result<keys::KeyInfo, keys::KeyError> {
+        self.keyring().revoke(id, self.clock().now())
     }
 
     pub fn stats(&self) -> Stats {
@@ -335,7 +328,9 @@ impl Emulator {
     pub fn router(&self) -> Router {
         let public = Router::new()
             .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
-            .route("/api/v1/landing/coverage", get(coverage));
+            .route("/api/v1/landing/coverage", get(coverage))
+            .route("/.well-known/oauth-protected-resource/api/mcp", get(oauth_metadata))
+            .route("/api/mcp", axum::routing::any(mcp_unauthorized));
         let data = Router::new()
             .route("/api/v1/companies/{id}", get(company))
             .route("/api/v1/companies/{id}/prices", get(prices))
@@ -402,10 +397,19 @@ impl Drop for RunningEmulator {
 /// Binds `addr` (port 0 for any) and serves until the returned handle is dropped.
 pub async fn spawn(config: EmulatorConfig, addr: SocketAddr) -> std::io::Result<RunningEmulator> {
     let emulator = Emulator::new(config);
+    let (addr, shutdown) = serve(emulator.router(), addr).await?;
+    Ok(RunningEmulator {
+        addr,
+        emulator,
+        shutdown: Some(shutdown),
+    })
+}
+
+/// Serves `app` on `addr` until the returned sender is dropped or fired.
+pub async fn serve(app: Router, addr: SocketAddr) -> std::io::Result<(SocketAddr, tokio::sync::oneshot::Sender<()>)> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let app = emulator.router();
     tokio::spawn(async move {
         let _ = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(async {
@@ -413,11 +417,7 @@ pub async fn spawn(config: EmulatorConfig, addr: SocketAddr) -> std::io::Result<
             })
             .await;
     });
-    Ok(RunningEmulator {
-        addr,
-        emulator,
-        shutdown: Some(tx),
-    })
+    Ok((addr, tx))
 }
 
 fn record_status(state: &AppState, status: StatusCode) {
@@ -434,7 +434,7 @@ async fn count(State(state): State<Arc<AppState>>, req: Request, next: Next) -> 
         .get::<axum::extract::ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip().to_string())
         .unwrap_or_else(|| "local".into());
-    limited(&state, &format!("anon:{caller}"), &PlanLimits::free(), req, next).await
+    limited(&state, &format!("anon:{caller}"), &PlanLimits::free(), None, req, next).await
 }
 
 /// Authenticates the data routes (spec section 5), then applies the account's limits.
@@ -447,9 +447,12 @@ async fn gate(State(state): State<Arc<AppState>>, req: Request, next: Next) -> R
             return response;
         }
     };
-    let plan = state.accounts[account].plan.clone();
-    let name = state.accounts[account].name.clone();
-    limited(&state, &format!("acct:{name}"), &plan, req, next).await
+    let (plan, name) = {
+        let ring = state.keyring.lock().unwrap_or_else(|e| e.into_inner());
+        let a = ring.account(account);
+        (a.plan.clone(), a.name.clone())
+    };
+    limited(&state, &format!("acct:{name}"), &plan, Some(account), req, next).await
 }
 
 fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<usize, ApiError> {
@@ -482,10 +485,11 @@ fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<usize, ApiError
         return Err(unauthenticated("malformed API key: keys begin with pk_live_"));
     }
     state
-        .key_hashes
-        .get(&sha256(&key))
-        .copied()
-        .ok_or_else(|| unauthenticated("invalid or revoked API key"))
+        .keyring
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .authenticate(&key, state.clock.now())
+        .map_err(|_| unauthenticated("invalid or revoked API key"))
 }
 
 fn window_start(now: DateTime<Utc>, period: QuotaPeriod) -> DateTime<Utc> {
@@ -511,8 +515,16 @@ fn ceil_secs(d: chrono::Duration) -> i64 {
 
 /// Counts the request in its fixed windows (every request that reaches here
 /// counts, refused ones included), refuses it when a limit is passed, and puts
-/// the limit headers on whatever goes back.
-async fn limited(state: &AppState, bucket: &str, plan: &PlanLimits, req: Request, next: Next) -> Response {
+/// the limit headers on whatever goes back. Past the quota, an account with
+/// prepaid credits pays per request until the balance runs out.
+async fn limited(
+    state: &AppState,
+    bucket: &str,
+    plan: &PlanLimits,
+    account: Option<usize>,
+    req: Request,
+    next: Next,
+) -> Response {
     let now = state.clock.now();
     let minute_start = now.duration_trunc(chrono::Duration::minutes(1)).unwrap_or(now);
     let minute_end = minute_start + chrono::Duration::minutes(1);
@@ -535,8 +547,24 @@ async fn limited(state: &AppState, bucket: &str, plan: &PlanLimits, req: Request
         });
         (minute, quota)
     };
-    let mut response = if let (Some((period, limit)), Some(used)) = (plan.quota, quota_used)
-        && used > limit
+    let over_quota = matches!((plan.quota, quota_used), (Some((_, limit)), Some(used)) if used > limit);
+    let minute_ok = minute_used <= plan.per_minute;
+    let credits = |charge: bool| {
+        let i = account?;
+        let mut ring = state.keyring.lock().unwrap_or_else(|e| e.into_inner());
+        let credits = ring.account_mut(i).credits.as_mut()?;
+        let balance = credits.balance_micros.checked_sub(credits.price_micros_per_request)?;
+        if charge {
+            credits.balance_micros = balance;
+        }
+        Some(credits.balance_usd())
+    };
+    // Credits pay only for a request that is served, not for one the minute limit refuses.
+    let paid_by_credits = if over_quota && minute_ok { credits(true) } else { None };
+    let mut response = if let Some((period, limit)) = plan.quota
+        && over_quota
+        && paid_by_credits.is_none()
+        && (minute_ok || credits(false).is_none())
     {
         let end = window_end(window_start(now, period), period);
         let mut e = ApiError::new(
@@ -553,7 +581,7 @@ async fn limited(state: &AppState, bucket: &str, plan: &PlanLimits, req: Request
             .insert("retry-after", HeaderValue::from(ceil_secs(end - now)));
         state.stats.lock().unwrap_or_else(|e| e.into_inner()).quota_exceeded += 1;
         r
-    } else if minute_used > plan.per_minute {
+    } else if !minute_ok {
         let mut r = ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             format!("rate limit of {} requests per minute exceeded", plan.per_minute),
@@ -595,6 +623,10 @@ async fn limited(state: &AppState, bucket: &str, plan: &PlanLimits, req: Request
         );
         put("x-quota-reset", end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     }
+    if let Some(balance) = paid_by_credits {
+        put("x-billing-source", "credits".into());
+        put("x-credits-remaining-usd", balance);
+    }
     response
 }
 
@@ -611,6 +643,39 @@ async fn account_surface() -> ApiError {
         "account surfaces do not accept data credentials",
     )
     .code("unauthenticated")
+}
+
+fn base_url(headers: &HeaderMap) -> String {
+    let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+    format!("http://{host}")
+}
+
+/// RFC 9728 protected-resource metadata for the MCP endpoint (spec section 5).
+async fn oauth_metadata(headers: HeaderMap) -> Json<serde_json::Value> {
+    let base = base_url(&headers);
+    Json(json!({
+        "resource": format!("{base}/api/mcp"),
+        "authorization_servers": [format!("{base}/oauth")],
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": ["data:read"],
+        "resource_name": "fdsync emulator (financial disclosure data)",
+    }))
+}
+
+/// The MCP protocol itself is not modelled: an MCP client without a token is
+/// pointed at the metadata, as RFC 9728 section 5.1 describes.
+async fn mcp_unauthorized(headers: HeaderMap) -> Response {
+    let metadata = format!("{}/.well-known/oauth-protected-resource/api/mcp", base_url(&headers));
+    let mut r = ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "the MCP endpoint needs an OAuth access token (not modelled by the emulator)",
+    )
+    .code("unauthenticated")
+    .into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!("Bearer resource_metadata=\"{metadata}\"")) {
+        r.headers_mut().insert("www-authenticate", v);
+    }
+    r
 }
 
 async fn coverage(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
