@@ -17,6 +17,7 @@
 //! - [`demo`]: `fdsync demo`.
 
 pub mod batch;
+pub mod bench;
 pub mod clock;
 pub mod config;
 pub mod demo;

@@ -63,6 +63,9 @@ enum Command {
         #[arg(long, default_value = "data/demo.duckdb")]
         warehouse: PathBuf,
     },
+    /// Measure fdsync against a baseline taken in the same run (see BENCHMARKS.md).
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Serve the upstream API from local synthetic data (loopback by default).
     ///
     /// Built-in keys: pk_live_emulator_free_0001 (Free plan: 30/min, 250/day) and
@@ -110,6 +113,19 @@ enum Command {
         /// Seconds a revoked key keeps working on the data routes, in emulator time.
         #[arg(long, default_value_t = 60.0)]
         revoke_delay_secs: f64,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The emulator's peak memory while serving the news tape back to front, at
+    /// several tape sizes, against its own idle memory.
+    ///
+    /// Example: fdsync bench emulator-memory --items 100000,300000,1000000
+    EmulatorMemory {
+        /// Items served per pass, comma-separated; each pass uses a fresh emulator process.
+        #[arg(long, value_delimiter = ',', default_value = "100000,300000,1000000")]
+        items: Vec<u64>,
     },
 }
 
@@ -183,6 +199,9 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
             let mut stdout = std::io::stdout();
             fdsync::demo::print_report(&mut stdout, &report)?;
             result
+        }
+        Command::Bench(BenchCommand::EmulatorMemory { items }) => {
+            fdsync::bench::emulator_memory(&items, &mut std::io::stdout()).await
         }
         Command::Demo { warehouse } => {
             let config = Config::load(&cli.config)?;

@@ -34,6 +34,8 @@ pub enum SyncError {
     Sink(#[from] SinkError),
     #[error("{failed} pipeline(s) failed: {names}")]
     PipelinesFailed { failed: usize, names: String },
+    #[error("cannot write output: {0}")]
+    Io(#[from] std::io::Error),
     #[error("{0}")]
     Other(String),
 }
