@@ -636,3 +636,224 @@ async fn the_stream_sends_items_frames_and_pings_then_closes() {
     assert!(!streamed.is_empty());
     assert_eq!(streamed, ids(&expected), "every new item once, in order");
 }
+
+/// Every route of spec section 4: 200 with a key and both header forms on it,
+/// 401 without one (public routes excepted), 404 for an unknown company, and
+/// the 429 forms, so a route added without its gate or headers fails here.
+#[tokio::test]
+async fn every_route_answers_with_its_statuses_and_headers() {
+    let mut config = crate::util::emulator_config(&frozen_clock(), PlanLimits::build());
+    config.header_form = fdsync::emulator::HeaderForm::Both;
+    let emu = crate::util::spawn(config).await;
+    let key = [("X-API-KEY", TEST_KEY)];
+    let base = emu.base_url();
+
+    // Ids that exist, taken from the routes that list them.
+    let (_, _, events) = get(&format!("{base}/api/v1/companies/AAPL/events"), &key).await;
+    let single = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["items"].as_array().unwrap().len() == 1)
+        .unwrap();
+    let event_text = format!(
+        "/api/v1/companies/AAPL/events/{}?item={}",
+        single["accession"].as_str().unwrap(),
+        single["items"][0].as_str().unwrap()
+    );
+    let (_, _, notes) = get(&format!("{base}/api/v1/companies/MSFT/filing-notes"), &key).await;
+    let section_text = format!(
+        "/api/v1/companies/MSFT/filing-notes/{}/{}",
+        notes["filings"][0]["accession"].as_str().unwrap(),
+        notes["filings"][0]["sections"][0]["key"].as_str().unwrap()
+    );
+    let (_, _, feed) = get(&format!("{base}/api/v1/news/feed?limit=1"), &key).await;
+    let news_item = format!("/api/v1/news/items/{}", feed["items"][0]["id"].as_str().unwrap());
+    let (_, _, country) = get(&format!("{base}/api/v1/countries/US"), &key).await;
+    let series = format!(
+        "/api/v1/countries/US/series?key={}",
+        country["macroSeries"][0]["key"].as_str().unwrap()
+    );
+    let (_, _, layers) = get(&format!("{base}/api/v1/geo/layers"), &key).await;
+    let geo = format!(
+        "/api/v1/geo/countries?layers={}",
+        layers["layers"][0]["code"].as_str().unwrap()
+    );
+
+    let keyed: Vec<String> = [
+        "/api/v1/companies/AAPL",
+        "/api/v1/companies/AAPL/prices?range=1M",
+        "/api/v1/companies/AAPL/dividends",
+        "/api/v1/companies/AAPL/regulation",
+        "/api/v1/companies/TW%3A2330/monthly-revenue",
+        "/api/v1/companies/MSFT/filing-notes",
+        &section_text,
+        "/api/v1/companies/AAPL/events?limit=3",
+        &event_text,
+        "/api/v1/events/wire?limit=3&counts=1",
+        "/api/v1/events/latest?limit=3",
+        "/api/v1/news/feed?limit=3",
+        "/api/v1/companies/META/news?limit=3",
+        &news_item,
+        "/api/v1/news/search?q=results&limit=3",
+        "/api/v1/news/top?window=6h",
+        "/api/v1/news/topics",
+        "/api/v1/news/sources",
+        "/api/v1/indices",
+        "/api/v1/countries/US",
+        &series,
+        "/api/v1/geo/layers",
+        &geo,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let http = reqwest::Client::new();
+    for route in &keyed {
+        let url = format!("{base}{route}");
+        let r = http.get(&url).header("X-API-KEY", TEST_KEY).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{route}");
+        let h = r.headers();
+        for name in [
+            "ratelimit-limit",
+            "ratelimit-remaining",
+            "ratelimit-reset",
+            "ratelimit-policy",
+            "ratelimit",
+            "x-quota-limit",
+            "x-quota-remaining",
+            "x-quota-window",
+            "x-quota-reset",
+        ] {
+            assert!(h.contains_key(name), "{route}: no {name}");
+        }
+        assert_eq!(h["ratelimit-policy"], "\"minute\";q=300;w=60", "{route}");
+        assert_eq!(h["x-quota-window"], "month", "{route}");
+        let content_type = h["content-type"].to_str().unwrap().to_owned();
+        let expected = if route.contains("/events/0") {
+            "text/plain"
+        } else {
+            "application/json"
+        };
+        assert!(content_type.starts_with(expected), "{route}: {content_type}");
+
+        let (s, h, body) = get(&url, &[]).await;
+        assert_eq!(
+            (s, body["code"].as_str()),
+            (StatusCode::UNAUTHORIZED, Some("unauthenticated")),
+            "{route}"
+        );
+        assert!(body["error"].is_string(), "{route}: error body");
+        assert!(
+            !h.contains_key("x-quota-remaining"),
+            "{route}: a refused caller learns no quota"
+        );
+    }
+    // The stream is keyed too.
+    assert_eq!(
+        get(&format!("{base}/api/v1/news/stream"), &[]).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // Every per-company route: 404 for an unknown company, with the error body.
+    for route in [
+        "",
+        "/prices",
+        "/dividends",
+        "/regulation",
+        "/monthly-revenue",
+        "/filing-notes",
+        "/events",
+        "/news",
+    ] {
+        let (s, _, body) = get(&format!("{base}/api/v1/companies/NOPE{route}"), &key).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{route}");
+        assert!(body["error"].as_str().unwrap().contains("NOPE"), "{route}: {body}");
+    }
+    // Unknown ids below a company, and unknown routes.
+    for route in [
+        "/api/v1/news/items/n_9999999999",
+        "/api/v1/countries/ZZ",
+        "/api/v1/countries/US/series?key=NO_SUCH_SERIES",
+        "/api/v1/no-such-route",
+    ] {
+        assert_eq!(
+            get(&format!("{base}{route}"), &key).await.0,
+            StatusCode::NOT_FOUND,
+            "{route}"
+        );
+    }
+    // Malformed parameters: 400 with a message naming the value.
+    for (route, named) in [
+        ("/api/v1/companies/AAPL/prices?range=2W", "2W"),
+        ("/api/v1/news/feed?limit=0", "limit"),
+        ("/api/v1/news/feed?minImportance=101", "minImportance"),
+        ("/api/v1/news/search", "q"),
+        ("/api/v1/news/top?window=1h", "1h"),
+        ("/api/v1/events/latest?limit=101", "limit"),
+        ("/api/v1/countries/US/series?key=cpi-yoy", "cpi-yoy"),
+        ("/api/v1/countries/usa", "usa"),
+        ("/api/v1/geo/countries", "layers"),
+        ("/api/v1/geo/countries?layers=nope", "nope"),
+    ] {
+        let (s, _, body) = get(&format!("{base}{route}"), &key).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{route}");
+        let message = body["error"].as_str().unwrap_or_default();
+        assert!(message.contains(named), "{route}: {message:?} does not name {named}");
+    }
+    // Public routes need no key and still carry the per-minute headers.
+    for route in [
+        "/health",
+        "/api/v1/landing/coverage",
+        "/.well-known/oauth-protected-resource/api/mcp",
+    ] {
+        let (s, h, _) = get(&format!("{base}{route}"), &[]).await;
+        assert_eq!(s, StatusCode::OK, "{route}");
+        assert!(
+            h.contains_key("ratelimit-policy") && h.contains_key("ratelimit-limit"),
+            "{route}"
+        );
+    }
+}
+
+/// Same seed and clock, same bytes; another seed, another world.
+#[tokio::test]
+async fn the_world_is_determined_by_its_seed_and_clock() {
+    let clock = frozen_clock();
+    let seeded = |seed: u64| {
+        let mut config = crate::util::emulator_config(&clock, PlanLimits::build());
+        config.seed = seed;
+        config.generated_companies = 5000;
+        crate::util::spawn(config)
+    };
+    let (a, b, other) = (seeded(7).await, seeded(7).await, seeded(8).await);
+    let http = reqwest::Client::new();
+    let body = |base: String, route: &'static str| {
+        let http = http.clone();
+        async move {
+            let r = http
+                .get(format!("{base}{route}"))
+                .header("X-API-KEY", TEST_KEY)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{route}");
+            r.bytes().await.unwrap()
+        }
+    };
+    for route in [
+        "/api/v1/companies/S4999",
+        "/api/v1/companies/S4999/prices?range=ALL",
+        "/api/v1/companies/AAPL/dividends",
+        "/api/v1/events/wire?limit=200",
+        "/api/v1/news/feed?limit=200",
+        "/api/v1/countries/US/series?key=CPI_YOY",
+    ] {
+        let first = body(a.base_url(), route).await;
+        assert_eq!(first, body(b.base_url(), route).await, "{route}");
+        // Identities and macro definitions are fixed; the generated data is not.
+        if route.contains("prices") || route.contains("wire") || route.contains("feed") {
+            assert_ne!(first, body(other.base_url(), route).await, "{route}: the seed matters");
+        }
+    }
+}
