@@ -47,6 +47,13 @@ pub struct UpstreamConfig {
     /// Attempts per request on retriable failures (5xx, resets, timeouts, 429 rate_limited).
     #[serde(default = "default_attempts")]
     pub max_attempts: usize,
+    /// Requests in flight at once (per-company fan-out); all share one rate budget.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// Keep sending once the plan's quota is spent, paid from prepaid credits.
+    /// Off by default: past the quota fdsync stops (exit 75) rather than spend money.
+    #[serde(default)]
+    pub use_credits: bool,
 }
 
 fn default_key_env() -> String {
@@ -57,6 +64,9 @@ fn default_timeout() -> u64 {
 }
 fn default_attempts() -> usize {
     6
+}
+fn default_concurrency() -> usize {
+    4
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -214,6 +224,12 @@ impl Config {
         if self.upstream.max_attempts == 0 {
             return Err(invalid("upstream.max_attempts must be at least 1".into()));
         }
+        if !(1..=64).contains(&self.upstream.concurrency) {
+            return Err(invalid(format!(
+                "upstream.concurrency = {}: use 1 to 64 (requests in flight share one rate budget anyway)",
+                self.upstream.concurrency
+            )));
+        }
         for id in &self.universe.companies {
             if id.trim().is_empty() || id.contains('/') {
                 return Err(invalid(format!("universe.companies has an invalid identifier {id:?}")));
@@ -270,6 +286,14 @@ impl ApiKey {
 
     pub fn expose(&self) -> &str {
         &self.0
+    }
+
+    /// A stable, one-way identifier of the key, for the quota ledger: the ledger
+    /// must not mix two accounts' windows, and must not hold the key.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(format!("fdsync-quota-ledger:{}", self.0));
+        hex::encode(&digest[..8])
     }
 }
 

@@ -181,5 +181,13 @@ pub fn print_report(out: &mut dyn Write, report: &SyncReport) -> Result<(), Sync
         )
         .map_err(io)?;
     }
+    for name in &report.deferred {
+        writeln!(
+            out,
+            "  {name:<14} {:<16} {:>8} {:>12}  request budget spent",
+            "deferred", 0, 0
+        )
+        .map_err(io)?;
+    }
     Ok(())
 }

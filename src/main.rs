@@ -56,6 +56,11 @@ enum Command {
         /// Run only this pipeline (repeatable); default every enabled pipeline.
         #[arg(long = "pipeline", value_name = "NAME")]
         pipelines: Vec<String>,
+        /// Send at most N requests (retries included). When they are spent the run
+        /// stops at a commit boundary, exits 0, and lists the pipelines it deferred;
+        /// the next run resumes from the checkpoints, stalest companies first.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        max_requests: Option<u64>,
     },
     /// Start the emulator, sync everything into a fresh local DuckDB, and show example queries.
     Demo {
@@ -176,7 +181,11 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), SyncError> {
     match cli.command {
-        Command::Sync { once: _, pipelines } => {
+        Command::Sync {
+            once: _,
+            pipelines,
+            max_requests,
+        } => {
             let config = Config::load(&cli.config)?;
             let key = config.api_key()?;
             let enabled = if pipelines.is_empty() {
@@ -188,6 +197,9 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
             let clock = Clock::System;
             let client = Client::new(&config.upstream, Some(key), clock.clone())
                 .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
+            if let Some(n) = max_requests {
+                client.limit_requests(n);
+            }
             let sink = SinkHandle::open_duckdb(config.warehouse.duckdb.clone()).await?;
             let syncer = Syncer {
                 config,

@@ -1,8 +1,10 @@
 //! What is due: from checkpoints and pipeline settings, the requests a run makes.
 
-use chrono::NaiveDate;
+use std::collections::HashMap;
 
-use crate::pipeline::Params;
+use chrono::{DateTime, NaiveDate, Utc};
+
+use crate::pipeline::{FanOut, Params, Pipeline, Records};
 
 /// Days each lookback range surely covers, whatever calendar arithmetic the
 /// service uses (a month is counted as 28 days, a year as 364).
@@ -30,6 +32,41 @@ pub fn price_range(last_bar: Option<NaiveDate>, today: NaiveDate, params: &Param
         .unwrap_or_else(|| "ALL".into())
 }
 
+/// Members ordered so that those never synced come first, then the least
+/// recently synced: when a budget runs out mid-pipeline, the next run starts
+/// where this one could not reach. Ties keep the configured order.
+pub fn stalest_first<M>(mut members: Vec<M>, synced_at: impl Fn(&M) -> Option<DateTime<Utc>>) -> Vec<M> {
+    members.sort_by_key(|m| synced_at(m));
+    members
+}
+
+/// Requests a run of `pipelines` needs at least: one per single-route pipeline,
+/// one per company for each fan-out, and one per identifier not yet resolved.
+/// Companies are counted as configured (aliases of one company count twice
+/// here, so this errs on the side of warning).
+pub fn requests_due(pipelines: &[Pipeline], companies: &[String], resolved: &HashMap<String, String>) -> u64 {
+    let unresolved = companies.iter().filter(|c| !resolved.contains_key(c.trim())).count() as u64;
+    let distinct = {
+        let mut keys: Vec<&str> = companies
+            .iter()
+            .map(|c| resolved.get(c.trim()).map_or(c.trim(), String::as_str))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys.len() as u64
+    };
+    let fans_out = pipelines.iter().any(|p| p.fan_out == FanOut::Universe);
+    let mut due = if fans_out { unresolved } else { 0 };
+    for p in pipelines {
+        due += match (p.fan_out, p.records) {
+            (FanOut::Universe, Records::Company) => 0,
+            (FanOut::Universe, _) => distinct,
+            (FanOut::None, _) => 1,
+        };
+    }
+    due
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +84,14 @@ mod tests {
         assert_eq!(price_range(Some(d("2026-10-01")), today, &p), "3M");
         assert_eq!(price_range(Some(d("2024-01-01")), today, &p), "5Y");
         assert_eq!(price_range(Some(d("2010-01-01")), today, &p), "ALL");
+    }
+
+    #[test]
+    fn never_synced_then_stalest_first() {
+        let t =
+            |h: u32| Some("2026-11-25T00:00:00Z".parse::<DateTime<Utc>>().unwrap() + chrono::Duration::hours(h.into()));
+        let members = vec![("a", t(5)), ("b", None), ("c", t(1)), ("d", None)];
+        let ordered: Vec<&str> = stalest_first(members, |m| m.1).iter().map(|m| m.0).collect();
+        assert_eq!(ordered, ["b", "d", "c", "a"]);
     }
 }

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use chrono::{DateTime, NaiveDate, Utc};
+use futures::StreamExt;
 use serde_json::value::RawValue;
 
 use crate::batch::BatchBuilder;
@@ -18,6 +19,7 @@ use crate::planner;
 use crate::records::{self, Rows};
 use crate::sink::{Checkpoint, Commit, SinkError, SinkHandle, TableBatch};
 use crate::tables;
+use crate::upstream::ratelimit::QuotaWindow;
 use crate::upstream::{Access, Client, RequestRecord, UpstreamError, encode};
 use crate::wire;
 
@@ -34,6 +36,11 @@ pub enum SyncError {
     Sink(#[from] SinkError),
     #[error("{failed} pipeline(s) failed: {names}")]
     PipelinesFailed { failed: usize, names: String },
+    /// `--max-requests` was reached: not a failure, the next run resumes.
+    #[error(
+        "the request budget of {limit} requests (--max-requests) is spent; the next run resumes from the checkpoints"
+    )]
+    BudgetSpent { limit: u64 },
     #[error("cannot write output: {0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]
@@ -85,6 +92,8 @@ pub struct PipelineOutcome {
 pub struct SyncReport {
     pub run_id: String,
     pub outcomes: Vec<PipelineOutcome>,
+    /// Pipelines not started because the run's request budget was spent.
+    pub deferred: Vec<String>,
 }
 
 /// Everything a run needs, wired by the caller.
@@ -132,10 +141,15 @@ impl Syncer {
         let mut report = SyncReport {
             run_id: run_id.clone(),
             outcomes: Vec::new(),
+            deferred: Vec::new(),
         };
+        if let Err(e) = self.load_quota_ledger().await {
+            return (report, Err(e.into()));
+        }
+        self.warn_if_quota_short(pipelines).await;
         let mut universe: Option<Vec<Member>> = None;
         let mut failed = Vec::new();
-        for pipeline in pipelines {
+        for (index, pipeline) in pipelines.iter().enumerate() {
             let started_at = self.clock.now();
             let sent_before = self.client.requests_sent();
             tracing::info!(message = "Pipeline started.", pipeline = %pipeline.name, %run_id);
@@ -153,9 +167,15 @@ impl Syncer {
                 Err((p, e)) => {
                     let status = match &e {
                         SyncError::QuotaExhausted { .. } => RunStatus::QuotaExhausted,
+                        SyncError::BudgetSpent { .. } => RunStatus::Partial,
                         _ => RunStatus::Failed,
                     };
-                    let stop = matches!(e, SyncError::QuotaExhausted { .. } | SyncError::Unauthenticated(_));
+                    let stop = matches!(
+                        e,
+                        SyncError::QuotaExhausted { .. }
+                            | SyncError::Unauthenticated(_)
+                            | SyncError::BudgetSpent { .. }
+                    );
                     let message = e.to_string();
                     (status, p, Some(message), Some((stop, e)))
                 }
@@ -180,6 +200,15 @@ impl Syncer {
             }
             report.outcomes.push(outcome);
             match stop {
+                Some((true, SyncError::BudgetSpent { limit })) => {
+                    report.deferred = pipelines[index + 1..].iter().map(|p| p.name.clone()).collect();
+                    tracing::warn!(
+                        message = "Request budget spent; later pipelines deferred to the next run.",
+                        limit,
+                        deferred = ?report.deferred
+                    );
+                    break;
+                }
                 Some((true, e)) => return (report, Err(e)),
                 Some((false, e)) => failed.push(format!("{} ({e})", pipeline.name)),
                 None => {}
@@ -213,7 +242,7 @@ impl Syncer {
             .text(o.error.as_deref())
             .end_bare();
         let mut batches = vec![TableBatch::build(b)?];
-        batches.extend(self.request_log(run_id)?);
+        batches.extend(self.bookkeeping(run_id)?);
         self.sink
             .commit(Commit {
                 batches,
@@ -221,6 +250,112 @@ impl Syncer {
             })
             .await?;
         Ok(())
+    }
+
+    /// The request log since the last commit and the quota ledger, committed
+    /// with whatever rows and checkpoint go with them.
+    fn bookkeeping(&self, run_id: &str) -> Result<Vec<TableBatch>, SinkError> {
+        let mut batches: Vec<TableBatch> = self.request_log(run_id)?.into_iter().collect();
+        batches.extend(self.quota_ledger(run_id)?);
+        Ok(batches)
+    }
+
+    fn quota_ledger(&self, run_id: &str) -> Result<Option<TableBatch>, SinkError> {
+        let seen = self.client.quota_seen();
+        let (Some(key_id), Some(_)) = (
+            self.client.key_id(),
+            seen.quota.remaining.or(seen.rate.remaining.map(u64::from)),
+        ) else {
+            return Ok(None);
+        };
+        let def = tables::table("_sync_quota").expect("quota table");
+        let mut b = BatchBuilder::new(def, run_id, self.clock.now());
+        b.row()
+            .text(Some(&key_id))
+            .timestamp(Some(self.clock.now()))
+            .text(seen.quota.window.as_deref())
+            .int(seen.quota.limit.map(|n| n as i64))
+            .int(seen.quota.remaining.map(|n| n as i64))
+            .timestamp(seen.quota.reset_at)
+            .int(seen.rate.limit.map(i64::from))
+            .int(seen.rate.remaining.map(i64::from))
+            .text(seen.quota.billing_source.as_deref())
+            .float(seen.quota.credits_remaining_usd)
+            .end_bare();
+        Ok(Some(TableBatch::build(b)?))
+    }
+
+    /// Seeds the client with the quota window an earlier process saw, if that
+    /// window has not reset since: a cron run that starts fresh must not spend
+    /// what the morning's runs already spent as if it were new.
+    async fn load_quota_ledger(&self) -> Result<(), SinkError> {
+        let Some(key_id) = self.client.key_id() else {
+            return Ok(());
+        };
+        let row = self
+            .sink
+            .call(move |s| {
+                let sql = "SELECT quota_window, quota_limit, quota_remaining, quota_reset_at, billing_source, \
+                           credits_remaining_usd FROM _sync_quota WHERE key_id = ?";
+                let mut stmt = s
+                    .connection()
+                    .prepare(sql)
+                    .map_err(crate::sink::duckdb::sql_err("_sync_quota", "reading the quota ledger"))?;
+                let mut rows = stmt
+                    .query_map([key_id], |r| {
+                        Ok(QuotaWindow {
+                            window: r.get(0)?,
+                            limit: r.get::<_, Option<i64>>(1)?.map(|n| n as u64),
+                            remaining: r.get::<_, Option<i64>>(2)?.map(|n| n as u64),
+                            reset_at: r.get(3)?,
+                            billing_source: r.get(4)?,
+                            credits_remaining_usd: r.get(5)?,
+                        })
+                    })
+                    .map_err(crate::sink::duckdb::sql_err("_sync_quota", "reading the quota ledger"))?;
+                rows.next()
+                    .transpose()
+                    .map_err(crate::sink::duckdb::sql_err("_sync_quota", "reading the quota ledger"))
+            })
+            .await??;
+        if let Some(window) = row
+            && window.reset_at.is_some_and(|reset| reset > self.clock.now())
+        {
+            tracing::info!(
+                message = "Quota ledger: resuming the current window.",
+                remaining = window.remaining,
+                resets_at = ?window.reset_at
+            );
+            self.client.seed_quota(window);
+        }
+        Ok(())
+    }
+
+    /// Says so when the quota left (as far as known) cannot cover what is due;
+    /// pipelines then run in priority order and the least recently synced
+    /// companies go first, so the budget goes where it matters and every
+    /// company gets its turn over successive runs.
+    async fn warn_if_quota_short(&self, pipelines: &[Pipeline]) {
+        let Some(remaining) = self.client.quota_seen().quota.remaining else {
+            return;
+        };
+        let known = self
+            .sink
+            .call(|s| s.checkpoints(UNIVERSE_PIPELINE))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let due = planner::requests_due(pipelines, &self.config.universe.companies, &known);
+        if due > remaining {
+            let order: Vec<&str> = pipelines.iter().map(|p| p.name.as_str()).collect();
+            tracing::warn!(
+                message = "The quota left cannot cover every request due; running pipelines by priority.",
+                quota_remaining = remaining,
+                requests_due = due,
+                order = ?order
+            );
+        }
     }
 
     fn request_log(&self, run_id: &str) -> Result<Option<TableBatch>, SinkError> {
@@ -256,7 +391,7 @@ impl Syncer {
     ) -> Result<(), SinkError> {
         progress.quarantined += rows.quarantined.len() as u64;
         let mut batches = rows.into_batches()?;
-        batches.extend(self.request_log(run_id)?);
+        batches.extend(self.bookkeeping(run_id)?);
         let stats = self
             .sink
             .commit(Commit {
@@ -334,15 +469,22 @@ impl Syncer {
         if pipeline.records == Records::Company {
             return Ok(());
         }
-        let members = universe.clone().unwrap_or_default();
         let checkpoints = {
             let name = pipeline.name.clone();
             self.sink.call(move |s| s.checkpoints(&name)).await??
         };
-        for member in &members {
-            let today = self.clock.now().date_naive();
+        let members = {
+            let name = pipeline.name.clone();
+            let synced_at = self.sink.call(move |s| s.checkpoint_times(&name)).await??;
+            planner::stalest_first(universe.clone().unwrap_or_default(), |m| synced_at.get(&m.key).copied())
+        };
+        let today = self.clock.now().date_naive();
+        let records = pipeline.records;
+        // Requests run `concurrency` at a time, sharing one rate budget; their
+        // results are committed one by one in member order.
+        let fetches = members.iter().map(|member| {
             let path = pipeline.route.replace("{company}", &encode(&member.key));
-            let (route, partial) = match pipeline.records {
+            let (route, partial) = match records {
                 Records::Prices => {
                     let last = checkpoints.get(&member.key).and_then(|c| c.parse::<NaiveDate>().ok());
                     let range = planner::price_range(last, today, &pipeline.params);
@@ -351,26 +493,32 @@ impl Syncer {
                 _ => (path, None),
             };
             let key = member.key.clone();
-            let records = pipeline.records;
-            let fetched = self
-                .client
-                .get(&route, Access::Key, |body| {
-                    let mut rows = Rows::new(run_id, &route, self.clock.now());
-                    let newest = match records {
-                        Records::Prices => {
-                            let page: wire::PricesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-                            records::prices(&mut rows, &page, &key)
-                        }
-                        Records::Dividends => {
-                            let page: wire::DividendsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-                            let as_of = rows.fetched_at.date_naive();
-                            records::dividends(&mut rows, &page, &key, as_of)
-                        }
-                        other => return Err(format!("records = {other:?} cannot fan out over companies")),
-                    };
-                    Ok((rows, newest))
-                })
-                .await;
+            async move {
+                let fetched = self
+                    .client
+                    .get(&route, Access::Key, |body| {
+                        let mut rows = Rows::new(run_id, &route, self.clock.now());
+                        let newest = match records {
+                            Records::Prices => {
+                                let page: wire::PricesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                                records::prices(&mut rows, &page, &key)
+                            }
+                            Records::Dividends => {
+                                let page: wire::DividendsPage =
+                                    serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                                let as_of = rows.fetched_at.date_naive();
+                                records::dividends(&mut rows, &page, &key, as_of)
+                            }
+                            other => return Err(format!("records = {other:?} cannot fan out over companies")),
+                        };
+                        Ok((rows, newest))
+                    })
+                    .await;
+                (key, partial, fetched)
+            }
+        });
+        let mut results = futures::stream::iter(fetches).buffered(self.config.upstream.concurrency);
+        while let Some((key, partial, fetched)) = results.next().await {
             let (rows, newest) = match fetched {
                 Ok(f) => f.value,
                 Err(UpstreamError::NotFound { route, message }) => {
@@ -382,7 +530,7 @@ impl Syncer {
             let cursor = newest.max(partial).map(|d| d.to_string()).unwrap_or_default();
             let checkpoint = Checkpoint {
                 pipeline: pipeline.name.clone(),
-                partition: member.key.clone(),
+                partition: key,
                 cursor,
             };
             self.commit(run_id, rows, Some(checkpoint), progress).await?;
@@ -446,6 +594,7 @@ fn upstream_error(e: UpstreamError) -> SyncError {
     match e {
         UpstreamError::Unauthenticated { .. } => SyncError::Unauthenticated(e.to_string()),
         UpstreamError::QuotaExhausted { .. } => SyncError::QuotaExhausted { message: e.to_string() },
+        UpstreamError::BudgetSpent { limit } => SyncError::BudgetSpent { limit },
         other => SyncError::Other(other.to_string()),
     }
 }

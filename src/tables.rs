@@ -309,6 +309,28 @@ pub const SYNC_REQUESTS: TableDef = TableDef {
     lineage: false,
 };
 
+/// The quota ledger: what the service last said about each key's windows, so
+/// that a process started by cron knows what today's window already spent.
+/// `key_id` is a one-way fingerprint, never the key.
+pub const SYNC_QUOTA: TableDef = TableDef {
+    name: "_sync_quota",
+    columns: &[
+        col("key_id", Text),
+        col("observed_at", Timestamp),
+        col("quota_window", Text),
+        col("quota_limit", Int),
+        col("quota_remaining", Int),
+        col("quota_reset_at", Timestamp),
+        col("rate_limit", Int),
+        col("rate_remaining", Int),
+        col("billing_source", Text),
+        col("credits_remaining_usd", Float),
+    ],
+    key: &["key_id"],
+    load: LoadRule::Upsert,
+    lineage: false,
+};
+
 pub const TABLES: &[TableDef] = &[
     COMPANIES,
     PRICES_DAILY,
@@ -320,6 +342,7 @@ pub const TABLES: &[TableDef] = &[
     SYNC_CHECKPOINTS,
     SYNC_QUARANTINE,
     SYNC_REQUESTS,
+    SYNC_QUOTA,
 ];
 
 #[cfg(test)]

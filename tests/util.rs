@@ -75,6 +75,21 @@ dir = "{}"
 
 pub const UNIVERSE: &[&str] = &["AAPL", "MSFT", "0000789019", "TW:2330", "JP:7203", "O"];
 
+async fn syncer(config: Config, clock: &Clock) -> Syncer {
+    // The configured key file when there is one, as `fdsync sync` would read it.
+    let key = config
+        .api_key()
+        .unwrap_or_else(|_| ApiKey::parse(TEST_KEY, "test").unwrap());
+    let client = Client::new(&config.upstream, Some(key), clock.clone()).unwrap();
+    let sink = SinkHandle::open_duckdb(config.warehouse.duckdb.clone()).await.unwrap();
+    Syncer {
+        config,
+        client,
+        sink,
+        clock: clock.clone(),
+    }
+}
+
 pub struct Harness {
     pub emulator: RunningEmulator,
     pub clock: Clock,
@@ -98,15 +113,7 @@ impl Harness {
         let text = config_text(&emulator.base_url(), &warehouse, companies);
         let config = Config::from_toml(&text, Path::new("test.toml"), std::iter::empty()).unwrap();
         let pipelines = pipeline::load_dir(&config.pipelines.dir, None).unwrap();
-        let key = ApiKey::parse(TEST_KEY, "test").unwrap();
-        let client = Client::new(&config.upstream, Some(key), clock.clone()).unwrap();
-        let sink = SinkHandle::open_duckdb(warehouse).await.unwrap();
-        let syncer = Syncer {
-            config,
-            client,
-            sink,
-            clock: clock.clone(),
-        };
+        let syncer = syncer(config, &clock).await;
         Harness {
             emulator,
             clock,
@@ -114,6 +121,15 @@ impl Harness {
             pipelines,
             _tempdir: dir,
         }
+    }
+
+    /// As if the process exited and a new one started (a cron run): a fresh
+    /// client that knows nothing, the same warehouse, `config` changed by `edit`.
+    pub async fn restart(&mut self, edit: impl FnOnce(&mut Config)) {
+        self.syncer.sink.close().await;
+        let mut config = self.syncer.config.clone();
+        edit(&mut config);
+        self.syncer = syncer(config, &self.clock).await;
     }
 
     /// One integer from a SQL query on the warehouse.

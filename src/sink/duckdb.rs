@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use duckdb::Connection;
 
 use super::{Commit, CommitStats, SinkError, TableBatch};
@@ -22,7 +22,7 @@ pub fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-fn sql_err<'a>(table: &'a str, context: &'static str) -> impl FnOnce(duckdb::Error) -> SinkError + 'a {
+pub(crate) fn sql_err<'a>(table: &'a str, context: &'static str) -> impl FnOnce(duckdb::Error) -> SinkError + 'a {
     move |source| SinkError::Sql {
         table: table.to_owned(),
         context,
@@ -210,6 +210,22 @@ impl DuckDbSink {
     }
 
     /// Every checkpoint of `pipeline`, by partition.
+    /// When each partition's checkpoint last moved: the stalest go first when a
+    /// budget cannot cover every partition, so all of them get their turn.
+    pub fn checkpoint_times(&self, pipeline: &str) -> Result<HashMap<String, DateTime<Utc>>, SinkError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT \"partition\", updated_at FROM _sync_checkpoints WHERE pipeline = ?")
+            .map_err(sql_err("_sync_checkpoints", "reading checkpoint times"))?;
+        let rows = stmt
+            .query_map([pipeline], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, DateTime<Utc>>(1)?))
+            })
+            .map_err(sql_err("_sync_checkpoints", "reading checkpoint times"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(sql_err("_sync_checkpoints", "reading checkpoint times"))
+    }
+
     pub fn checkpoints(&self, pipeline: &str) -> Result<HashMap<String, String>, SinkError> {
         let mut stmt = self
             .conn

@@ -80,10 +80,16 @@ pub struct CommitStats {
 
 type Job = Box<dyn FnOnce(&mut DuckDbSink) + Send>;
 
+enum Message {
+    Job(Job),
+    /// Close the database (releasing its file lock) and stop the thread.
+    Close(tokio::sync::oneshot::Sender<()>),
+}
+
 /// Async access to a sink that runs on its own thread.
 #[derive(Clone)]
 pub struct SinkHandle {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Message>,
 }
 
 impl SinkHandle {
@@ -92,15 +98,22 @@ impl SinkHandle {
     /// # Errors
     /// When the file cannot be opened or its schema cannot be created.
     pub async fn open_duckdb(path: PathBuf) -> Result<SinkHandle, SinkError> {
-        let (jobs, inbox) = mpsc::channel::<Job>();
+        let (jobs, inbox) = mpsc::channel::<Message>();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
             .name("fdsync-duckdb".into())
             .spawn(move || match DuckDbSink::open(&path) {
                 Ok(mut sink) => {
                     let _ = ready_tx.send(Ok(()));
-                    for job in inbox {
-                        job(&mut sink);
+                    for message in inbox {
+                        match message {
+                            Message::Job(job) => job(&mut sink),
+                            Message::Close(done) => {
+                                drop(sink);
+                                let _ = done.send(());
+                                return;
+                            }
+                        }
                     }
                 }
                 Err(e) => {
@@ -122,11 +135,20 @@ impl SinkHandle {
     ) -> Result<R, SinkError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.jobs
-            .send(Box::new(move |sink| {
+            .send(Message::Job(Box::new(move |sink| {
                 let _ = tx.send(f(sink));
-            }))
+            })))
             .map_err(|_| SinkError::Closed)?;
         rx.await.map_err(|_| SinkError::Closed)
+    }
+
+    /// Finishes the jobs already queued, closes the database and releases its
+    /// file, so another process (or a new handle) can open it.
+    pub async fn close(&self) {
+        let (done, closed) = tokio::sync::oneshot::channel();
+        if self.jobs.send(Message::Close(done)).is_ok() {
+            let _ = closed.await;
+        }
     }
 
     pub async fn commit(&self, commit: Commit) -> Result<CommitStats, SinkError> {

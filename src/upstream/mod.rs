@@ -47,6 +47,8 @@ pub enum UpstreamError {
         status: u16,
         message: String,
     },
+    #[error("the request budget of this run ({limit} requests, --max-requests) is spent")]
+    BudgetSpent { limit: u64 },
     #[error("{route}: {message}")]
     Transient {
         route: String,
@@ -80,6 +82,9 @@ pub struct RequestRecord {
 pub struct QuotaSeen {
     pub quota: QuotaWindow,
     pub rate: RateWindow,
+    /// Keyed requests sent whose answers have not arrived: the service counted
+    /// them after the last `X-Quota-Remaining` we read, or will.
+    pub in_flight: u64,
 }
 
 /// Whether a request carries the API key. Public routes are limited per caller,
@@ -108,7 +113,15 @@ pub struct Client {
 struct Inner {
     http: reqwest::Client,
     base: String,
-    key: Option<ApiKey>,
+    key: std::sync::RwLock<Option<ApiKey>>,
+    /// Where the key came from, when a file: re-read once on a 401, because a
+    /// rotated Kubernetes secret changes the file under a running process.
+    key_file: Option<std::path::PathBuf>,
+    key_reread: std::sync::atomic::AtomicBool,
+    use_credits: bool,
+    /// Requests this client may still send (`u64::MAX`: no cap).
+    budget: std::sync::atomic::AtomicU64,
+    budget_limit: std::sync::atomic::AtomicU64,
     clock: Clock,
     pacer: Pacer,
     public_pacer: Pacer,
@@ -126,6 +139,7 @@ impl Client {
             .timeout(Duration::from_secs(config.timeout_secs))
             .connect_timeout(Duration::from_secs(config.timeout_secs.min(10)))
             .pool_idle_timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(config.concurrency)
             .user_agent(concat!("fdsync/", env!("CARGO_PKG_VERSION")))
             .build()?;
         let plan_limit = config.plan.and_then(|p| p.per_minute());
@@ -133,7 +147,12 @@ impl Client {
             inner: Arc::new(Inner {
                 http,
                 base: config.base_url.trim_end_matches('/').to_owned(),
-                key,
+                key: std::sync::RwLock::new(key),
+                key_file: config.api_key_file.clone(),
+                key_reread: Default::default(),
+                use_credits: config.use_credits,
+                budget: std::sync::atomic::AtomicU64::new(u64::MAX),
+                budget_limit: std::sync::atomic::AtomicU64::new(u64::MAX),
                 pacer: Pacer::new(clock.clone(), plan_limit),
                 public_pacer: Pacer::new(clock.clone(), None),
                 clock,
@@ -163,6 +182,109 @@ impl Client {
         self.inner.quota.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Starts from a quota window remembered by an earlier process (the ledger),
+    /// unless a response has already said something newer.
+    pub fn seed_quota(&self, quota: QuotaWindow) {
+        let mut seen = self.inner.quota.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.quota.remaining.is_none() {
+            seen.quota = quota;
+        }
+    }
+
+    /// The key's one-way fingerprint, for the quota ledger.
+    pub fn key_id(&self) -> Option<String> {
+        self.inner
+            .key
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(ApiKey::fingerprint)
+    }
+
+    /// Caps the requests this client sends from now on (`--max-requests`).
+    pub fn limit_requests(&self, limit: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.inner.budget.store(limit, Relaxed);
+        self.inner.budget_limit.store(limit, Relaxed);
+    }
+
+    /// Takes one request from the budget, or says it is spent.
+    fn spend(&self) -> Result<(), UpstreamError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let taken = self.inner.budget.fetch_update(Relaxed, Relaxed, |left| match left {
+            u64::MAX => Some(u64::MAX),
+            0 => None,
+            n => Some(n - 1),
+        });
+        taken.map(|_| ()).map_err(|_| UpstreamError::BudgetSpent {
+            limit: self.inner.budget_limit.load(Relaxed),
+        })
+    }
+
+    /// Takes one request from the quota as last seen, counting requests still
+    /// in flight, so that concurrent requests never overrun a nearly spent
+    /// window. Past the window's reset the old figure no longer holds.
+    fn reserve_quota(&self) -> Result<(), UpstreamError> {
+        let inner = &self.inner;
+        let mut seen = inner.quota.lock().unwrap_or_else(|e| e.into_inner());
+        let now = inner.clock.now();
+        if seen.quota.reset_at.is_some_and(|reset| now >= reset) {
+            seen.quota.remaining = None;
+        }
+        match (seen.quota.remaining, seen.quota.reset_at) {
+            // The next request would be refused and counted: do not send it.
+            (Some(0), Some(reset_at)) if !inner.use_credits => {
+                return Err(UpstreamError::QuotaExhausted {
+                    window: seen.quota.window.clone().unwrap_or_else(|| "quota".into()),
+                    reset_at,
+                    sales_email: "the service's sales team".into(),
+                });
+            }
+            (Some(n), _) => seen.quota.remaining = Some(n.saturating_sub(1)),
+            (None, _) => {}
+        }
+        seen.in_flight += 1;
+        Ok(())
+    }
+
+    /// Settles a reservation with what the response said (or nothing, when no
+    /// response came: the reservation stays spent, which errs on the safe side).
+    fn release_quota(&self, answer: Option<(QuotaWindow, RateWindow)>) {
+        let mut seen = self.inner.quota.lock().unwrap_or_else(|e| e.into_inner());
+        seen.in_flight = seen.in_flight.saturating_sub(1);
+        let Some((quota, rate)) = answer else { return };
+        if let Some(remaining) = quota.remaining {
+            let in_flight = seen.in_flight;
+            seen.quota = QuotaWindow {
+                remaining: Some(remaining.saturating_sub(in_flight)),
+                ..quota
+            };
+        }
+        if rate.remaining.is_some() {
+            seen.rate = rate;
+        }
+    }
+
+    /// After a 401: whether the key file now holds another valid key (then it is used).
+    fn reread_key(&self) -> bool {
+        let Some(file) = &self.inner.key_file else { return false };
+        if self.inner.key_reread.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        let fresh = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|text| ApiKey::parse(text.trim(), "key file").ok());
+        let mut key = self.inner.key.write().unwrap_or_else(|e| e.into_inner());
+        match fresh {
+            Some(fresh) if key.as_ref() != Some(&fresh) => {
+                tracing::warn!(message = "The service refused the API key; the key file changed, retrying with the new key.", file = %file.display());
+                *key = Some(fresh);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// GETs `route` (a path under the base URL, query included) and parses the body
     /// with `parse`, retrying transient failures, including bodies that do not parse.
     ///
@@ -175,13 +297,27 @@ impl Client {
         access: Access,
         parse: impl Fn(&Bytes) -> Result<T, String>,
     ) -> Result<Fetched<T>, UpstreamError> {
+        match self.get_with_retries(route, access, &parse).await {
+            Err(UpstreamError::Unauthenticated { .. }) if access == Access::Key && self.reread_key() => {
+                self.get_with_retries(route, access, &parse).await
+            }
+            other => other,
+        }
+    }
+
+    async fn get_with_retries<T>(
+        &self,
+        route: &str,
+        access: Access,
+        parse: &impl Fn(&Bytes) -> Result<T, String>,
+    ) -> Result<Fetched<T>, UpstreamError> {
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(500))
             .with_max_delay(Duration::from_secs(60))
             .with_max_times(self.inner.max_attempts.saturating_sub(1))
             .with_jitter();
         let clock = self.inner.clock.clone();
-        (|| self.attempt(route, access, &parse))
+        (|| self.attempt(route, access, parse))
             .retry(backoff)
             .sleep(move |d| {
                 let clock = clock.clone();
@@ -210,24 +346,26 @@ impl Client {
             Access::Key => &inner.pacer,
             Access::Public => &inner.public_pacer,
         };
-        if access == Access::Key {
-            let seen = inner.quota.lock().unwrap_or_else(|e| e.into_inner());
-            if let (Some(0), Some(reset_at)) = (seen.quota.remaining, seen.quota.reset_at)
-                && inner.clock.now() < reset_at
-            {
-                // The next request would be refused and counted: do not send it.
-                return Err(UpstreamError::QuotaExhausted {
-                    window: seen.quota.window.clone().unwrap_or_else(|| "quota".into()),
-                    reset_at,
-                    sales_email: "the service's sales team".into(),
-                });
-            }
-        }
         pacer.acquire().await;
+        if access == Access::Key
+            && let Err(exhausted) = self.reserve_quota()
+        {
+            pacer.observe(None);
+            return Err(exhausted);
+        }
+        if let Err(spent) = self.spend() {
+            pacer.observe(None);
+            if access == Access::Key {
+                self.release_quota(None);
+            }
+            return Err(spent);
+        }
         let started = Instant::now();
         let at = inner.clock.now();
         let mut request = inner.http.get(format!("{}{}", inner.base, route));
-        if let (Access::Key, Some(key)) = (access, &inner.key) {
+        if access == Access::Key
+            && let Some(key) = inner.key.read().unwrap_or_else(|e| e.into_inner()).as_ref()
+        {
             request = request.header("X-API-KEY", key.expose());
         }
         inner.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -275,6 +413,9 @@ impl Client {
             Ok(r) => r,
             Err(e) => {
                 pacer.observe(None);
+                if access == Access::Key {
+                    self.release_quota(None);
+                }
                 // reqwest errors carry the URL, which never holds the key (it travels in a header).
                 return Err(transient(format!("request failed: {}", without_url(&e)), None));
             }
@@ -288,17 +429,16 @@ impl Client {
         record.rate_remaining = rate.remaining;
         record.quota_remaining = quota.remaining;
         if access == Access::Key {
-            let mut seen = inner.quota.lock().unwrap_or_else(|e| e.into_inner());
-            if quota.remaining.is_some() {
-                seen.quota = quota;
-            }
-            if rate.remaining.is_some() {
-                seen.rate = rate;
-            }
+            self.release_quota(Some((quota, rate)));
         }
         let now = inner.clock.now();
         let retry_after = ratelimit::retry_after(&headers, now);
         record.retry_after_s = retry_after.map(|d| d.as_secs_f64());
+        if status == StatusCode::TOO_MANY_REQUESTS
+            && let Some(wait) = retry_after.and_then(|d| chrono::Duration::from_std(d).ok())
+        {
+            pacer.hold_until(now + wait);
+        }
         let body = match response.bytes().await {
             Ok(b) => b,
             Err(e) => return Err(transient(format!("response body cut short: {}", without_url(&e)), None)),

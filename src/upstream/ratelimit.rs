@@ -30,6 +30,9 @@ pub struct QuotaWindow {
     pub remaining: Option<u64>,
     pub window: Option<String>,
     pub reset_at: Option<DateTime<Utc>>,
+    /// `credits` when prepaid credits paid for the request.
+    pub billing_source: Option<String>,
+    pub credits_remaining_usd: Option<f64>,
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -91,6 +94,8 @@ impl QuotaWindow {
             reset_at: header(headers, "x-quota-reset")
                 .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
                 .map(|d| d.to_utc()),
+            billing_source: header(headers, "x-billing-source").map(str::to_owned),
+            credits_remaining_usd: number::<f64>(header(headers, "x-credits-remaining-usd")).filter(|c| c.is_finite()),
         }
     }
 }
@@ -150,13 +155,18 @@ impl Pacer {
             let wait_until = {
                 let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 let now = self.clock.now();
-                let window_end = s.window_end.unwrap_or_else(|| next_minute(now));
-                if now >= window_end {
-                    s.remaining = s.limit;
+                // The window is renewed once, by whichever waiter sees its end
+                // first; the others then share the renewed budget. Requests
+                // still in flight may land in the new window: they count there.
+                if s.window_end.is_some_and(|end| now >= end) {
+                    s.remaining = Some(s.limit.unwrap_or(1).saturating_sub(s.in_flight));
                     s.window_end = None;
                 }
                 match s.remaining {
-                    Some(0) => Some(window_end + chrono::Duration::from_std(WINDOW_MARGIN).unwrap_or_default()),
+                    Some(0) => {
+                        let end = *s.window_end.get_or_insert_with(|| next_minute(now));
+                        Some(end + chrono::Duration::from_std(WINDOW_MARGIN).unwrap_or_default())
+                    }
                     Some(n) => {
                         s.remaining = Some(n - 1);
                         s.in_flight += 1;
@@ -175,12 +185,6 @@ impl Pacer {
                 Some(deadline) => {
                     tracing::debug!(message = "Pacing: waiting for the rate window.", until = %deadline);
                     self.clock.sleep_until(deadline).await;
-                    // After waiting out the window the old remaining no longer holds.
-                    let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                    if s.window_end.is_some_and(|end| self.clock.now() >= end) || s.window_end.is_none() {
-                        s.remaining = s.limit.or(Some(1));
-                        s.window_end = None;
-                    }
                 }
             }
         }
@@ -201,6 +205,16 @@ impl Pacer {
         if let Some(remaining) = w.remaining {
             // Requests still in flight were sent after the server counted this one.
             s.remaining = Some(remaining.saturating_sub(s.in_flight));
+        }
+    }
+
+    /// Sends nothing before `deadline`: a `Retry-After` holds every request of
+    /// the process, not only the one that was refused.
+    pub fn hold_until(&self, deadline: DateTime<Utc>) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.window_end.is_none_or(|end| end < deadline) || s.remaining != Some(0) {
+            s.remaining = Some(0);
+            s.window_end = Some(deadline);
         }
     }
 
