@@ -183,3 +183,144 @@ pub async fn emulator_memory(sizes: &[u64], out: &mut impl Write) -> Result<(), 
     }
     Ok(())
 }
+
+/// Requests one pair of syncs spent, by pipeline, beside the least the routes allow.
+pub struct RequestCount {
+    pub identifiers: usize,
+    pub companies: usize,
+    pub first: Vec<(String, u64, u64)>,
+    pub incremental: Vec<(String, u64, u64)>,
+    pub throttled: u64,
+}
+
+/// The least a run can spend: one request per identifier never resolved (the
+/// service alone knows that `MSFT` and `789019` are one company), one per
+/// company for each per-company pipeline, one per single-route pipeline.
+fn minimum(pipeline: &crate::pipeline::Pipeline, identifiers: usize, companies: usize, first: bool) -> u64 {
+    use crate::pipeline::{FanOut, Records};
+    match (pipeline.fan_out, pipeline.records) {
+        (FanOut::Universe, Records::Company) if first => identifiers as u64,
+        (FanOut::Universe, Records::Company) => 0,
+        (FanOut::Universe, _) => companies as u64,
+        (FanOut::None, _) => 1,
+    }
+}
+
+/// A first full sync and a no-change incremental sync of `universe`, against
+/// an in-process emulator on loopback (Build plan, frozen clock).
+pub async fn count_requests(config: &crate::config::Config, universe: Vec<String>) -> Result<RequestCount, SyncError> {
+    use crate::clock::Clock;
+    use crate::emulator::{self, EmulatorConfig};
+
+    let clock = Clock::simulated(BENCH_START.parse().expect("start time"), 0.0);
+    let running = emulator::spawn(
+        EmulatorConfig {
+            clock: clock.clone(),
+            generated_companies: 5000,
+            ..EmulatorConfig::default()
+        },
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    )
+    .await
+    .map_err(|e| SyncError::Other(format!("cannot start the emulator: {e}")))?;
+    let dir = tempfile_dir()?;
+    let mut config = config.clone();
+    config.upstream.base_url = running.base_url();
+    config.upstream.api_key_file = None;
+    config.warehouse.duckdb = dir.join("bench.duckdb");
+    config.universe.companies = universe;
+    let pipelines = crate::pipeline::load_dir(&config.pipelines.dir, config.pipelines.enabled.as_deref())?;
+    let key = crate::config::ApiKey::parse(emulator::DEMO_BUILD_KEY, "the emulator's demo key")?;
+    let client = crate::upstream::Client::new(&config.upstream, Some(key), clock.clone())
+        .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
+    let sink = crate::sink::SinkHandle::open_duckdb(config.warehouse.duckdb.clone()).await?;
+    let syncer = crate::sync::Syncer {
+        config: config.clone(),
+        client,
+        sink: sink.clone(),
+        clock,
+    };
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let (report, result) = syncer.run_once(&pipelines).await;
+        result?;
+        runs.push(report);
+    }
+    let companies: i64 = sink
+        .call(|s| {
+            s.connection()
+                .query_row("SELECT count(*) FROM companies", [], |r| r.get(0))
+        })
+        .await?
+        .map_err(|e| SyncError::Other(format!("counting companies: {e}")))?;
+    sink.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let identifiers = config.universe.companies.len();
+    let companies = companies as usize;
+    let by_pipeline = |report: &crate::sync::SyncReport, first: bool| {
+        pipelines
+            .iter()
+            .map(|p| {
+                let spent = report
+                    .outcomes
+                    .iter()
+                    .find(|o| o.pipeline == p.name)
+                    .map_or(0, |o| o.requests);
+                (p.name.clone(), spent, minimum(p, identifiers, companies, first))
+            })
+            .collect()
+    };
+    let stats = running.emulator.stats();
+    Ok(RequestCount {
+        identifiers,
+        companies,
+        first: by_pipeline(&runs[0], true),
+        incremental: by_pipeline(&runs[1], false),
+        throttled: stats.rate_limited + stats.quota_exceeded,
+    })
+}
+
+fn tempfile_dir() -> Result<std::path::PathBuf, SyncError> {
+    let dir = std::env::temp_dir().join(format!("fdsync-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Request efficiency at several universe sizes: the configured universe, then
+/// the first N generated companies for each N in `sizes`.
+pub async fn requests(config: &crate::config::Config, sizes: &[usize], out: &mut impl Write) -> Result<(), SyncError> {
+    let mut universes = vec![config.universe.companies.clone()];
+    universes.extend(sizes.iter().map(|&n| (0..n).map(|i| format!("S{i:04}")).collect()));
+    writeln!(
+        out,
+        "requests spent against the least the routes allow (Build plan, frozen clock)"
+    )?;
+    writeln!(
+        out,
+        "| universe | sync | spent | minimum | ratio | 429s | by pipeline (spent/minimum) |"
+    )?;
+    writeln!(out, "|---|---|---:|---:|---:|---:|---|")?;
+    for universe in universes {
+        let label = if universe.first().is_some_and(|c| c.starts_with('S')) {
+            format!("{} generated", universe.len())
+        } else {
+            format!("config ({} ids)", universe.len())
+        };
+        let count = count_requests(config, universe).await?;
+        for (sync, rows) in [("first", &count.first), ("no-change", &count.incremental)] {
+            let spent: u64 = rows.iter().map(|r| r.1).sum();
+            let least: u64 = rows.iter().map(|r| r.2).sum();
+            let detail: Vec<String> = rows.iter().map(|(n, s, m)| format!("{n} {s}/{m}")).collect();
+            writeln!(
+                out,
+                "| {label}, {} companies | {sync} | {spent} | {least} | {:.2} | {} | {} |",
+                count.companies,
+                spent as f64 / least.max(1) as f64,
+                count.throttled,
+                detail.join(", ")
+            )?;
+        }
+        out.flush()?;
+    }
+    Ok(())
+}

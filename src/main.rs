@@ -132,6 +132,15 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "100000,300000,1000000")]
         items: Vec<u64>,
     },
+    /// Requests a first full sync and a no-change sync spend, against the least
+    /// the routes allow: for the configured universe, then for N generated companies.
+    ///
+    /// Example: fdsync bench requests --companies 25,100
+    Requests {
+        /// Sizes of generated universes to run after the configured one.
+        #[arg(long, value_delimiter = ',', default_value = "25,100")]
+        companies: Vec<usize>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -214,6 +223,10 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
         }
         Command::Bench(BenchCommand::EmulatorMemory { items }) => {
             fdsync::bench::emulator_memory(&items, &mut std::io::stdout()).await
+        }
+        Command::Bench(BenchCommand::Requests { companies }) => {
+            let config = Config::load(&cli.config)?;
+            fdsync::bench::requests(&config, &companies, &mut std::io::stdout()).await
         }
         Command::Demo { warehouse } => {
             let config = Config::load(&cli.config)?;

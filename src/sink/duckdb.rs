@@ -209,7 +209,6 @@ impl DuckDbSink {
         Ok(written as u64)
     }
 
-    /// Every checkpoint of `pipeline`, by partition.
     /// When each partition's checkpoint last moved: the stalest go first when a
     /// budget cannot cover every partition, so all of them get their turn.
     pub fn checkpoint_times(&self, pipeline: &str) -> Result<HashMap<String, DateTime<Utc>>, SinkError> {
@@ -226,6 +225,7 @@ impl DuckDbSink {
             .map_err(sql_err("_sync_checkpoints", "reading checkpoint times"))
     }
 
+    /// Every checkpoint of `pipeline`, by partition.
     pub fn checkpoints(&self, pipeline: &str) -> Result<HashMap<String, String>, SinkError> {
         let mut stmt = self
             .conn

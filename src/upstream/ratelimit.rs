@@ -124,6 +124,8 @@ const WINDOW_MARGIN: Duration = Duration::from_secs(1);
 pub struct Pacer {
     clock: Clock,
     state: Mutex<PaceState>,
+    /// Wakes requests waiting for the first answer to say what the budget is.
+    answered: tokio::sync::Notify,
 }
 
 #[derive(Debug)]
@@ -146,12 +148,15 @@ impl Pacer {
                 window_end: None,
                 in_flight: 0,
             }),
+            answered: tokio::sync::Notify::new(),
         }
     }
 
     /// Waits until a request may be sent within the per-minute budget, and takes its token.
     pub async fn acquire(&self) {
         loop {
+            let answered = self.answered.notified();
+            tokio::pin!(answered);
             let wait_until = {
                 let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 let now = self.clock.now();
@@ -170,22 +175,27 @@ impl Pacer {
                     Some(n) => {
                         s.remaining = Some(n - 1);
                         s.in_flight += 1;
-                        None
+                        return;
                     }
                     // No budget known yet: send one request at a time to learn it.
                     None if s.in_flight == 0 => {
                         s.in_flight += 1;
+                        return;
+                    }
+                    None => {
+                        // Registered before the lock is released, so an answer
+                        // arriving in between still wakes this request.
+                        answered.as_mut().enable();
                         None
                     }
-                    None => Some(now + chrono::Duration::milliseconds(50)),
                 }
             };
             match wait_until {
-                None => return,
                 Some(deadline) => {
                     tracing::debug!(message = "Pacing: waiting for the rate window.", until = %deadline);
                     self.clock.sleep_until(deadline).await;
                 }
+                None => answered.await,
             }
         }
     }
@@ -194,6 +204,7 @@ impl Pacer {
     pub fn observe(&self, window: Option<&RateWindow>) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         s.in_flight = s.in_flight.saturating_sub(1);
+        self.answered.notify_waiters();
         let Some(w) = window else { return };
         let now = self.clock.now();
         if let Some(limit) = w.limit {
