@@ -86,3 +86,25 @@ async fn an_unknown_pipeline_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{all}");
     assert!(all.contains("no pipeline named \"nope\""), "{all}");
 }
+
+#[tokio::test]
+async fn max_requests_caps_the_run_and_exits_0_with_the_deferred_listed() {
+    let emulator = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let (out, _dir) = run_sync(
+        &emulator.base_url(),
+        Some(crate::util::TEST_KEY),
+        &["--max-requests", "2"],
+    )
+    .await;
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert!(all.contains("deferred") && all.contains("--max-requests"), "{all}");
+    assert_eq!(emulator.emulator.stats().requests, 2);
+    let (out, _dir) = run_sync(
+        &emulator.base_url(),
+        Some(crate::util::TEST_KEY),
+        &["--max-requests", "0"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}

@@ -857,3 +857,40 @@ async fn the_world_is_determined_by_its_seed_and_clock() {
         }
     }
 }
+
+/// Bodies are gzipped for a caller that accepts it, and the stream is not.
+#[tokio::test]
+async fn responses_are_compressed_when_the_caller_accepts_it() {
+    let emu = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let raw = reqwest::Client::builder().no_gzip().build().unwrap();
+    let url = format!("{}/api/v1/companies/MSFT/prices?range=ALL", emu.base_url());
+    let plain = raw.get(&url).header("X-API-KEY", TEST_KEY).send().await.unwrap();
+    assert!(plain.headers().get("content-encoding").is_none());
+    let plain_len = plain.bytes().await.unwrap().len();
+    let gzipped = raw
+        .get(&url)
+        .header("X-API-KEY", TEST_KEY)
+        .header("Accept-Encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gzipped.headers()["content-encoding"], "gzip");
+    assert!(
+        gzipped.headers().contains_key("ratelimit-limit"),
+        "limit headers survive compression"
+    );
+    let gzipped_len = gzipped.bytes().await.unwrap().len();
+    assert!(gzipped_len * 3 < plain_len, "{gzipped_len} vs {plain_len}");
+
+    let stream = raw
+        .get(format!("{}/api/v1/news/stream", emu.base_url()))
+        .header("X-API-KEY", TEST_KEY)
+        .header("Accept-Encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        stream.headers().get("content-encoding").is_none(),
+        "SSE frames are never held back"
+    );
+}

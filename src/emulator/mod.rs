@@ -366,9 +366,12 @@ impl Emulator {
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
             .layer(middleware::from_fn_with_state(self.state.clone(), inject_faults))
             .layer(middleware::from_fn_with_state(self.state.clone(), gate));
+        // Bodies are gzipped when the caller accepts it, as a CDN in front of
+        // the service would; the SSE stream is left uncompressed so frames are not held back.
         public
             .layer(middleware::from_fn_with_state(self.state.clone(), count))
             .merge(data)
+            .layer(tower_http::compression::CompressionLayer::new().gzip(true))
             .with_state(self.state.clone())
     }
 }
