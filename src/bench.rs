@@ -163,7 +163,7 @@ pub async fn emulator_memory(sizes: &[u64], out: &mut impl Write) -> Result<(), 
     )?;
     writeln!(
         out,
-        "| items served | requests | MiB sent | seconds | idle RSS MiB (baseline) | peak RSS MiB | peak / idle |"
+        "| items served | requests | MiB of JSON (gzipped on the wire) | seconds | idle RSS MiB (baseline) | peak RSS MiB | peak / idle |"
     )?;
     writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|")?;
     for &size in sizes {
@@ -193,15 +193,32 @@ pub struct RequestCount {
     pub throttled: u64,
 }
 
+#[derive(Clone, Copy)]
+struct UniverseSizes {
+    identifiers: usize,
+    companies: usize,
+    countries: usize,
+    series: usize,
+}
+
 /// The least a run can spend: one request per identifier never resolved (the
 /// service alone knows that `MSFT` and `789019` are one company), one per
 /// company for each per-company pipeline, one per single-route pipeline.
-fn minimum(pipeline: &crate::pipeline::Pipeline, identifiers: usize, companies: usize, first: bool) -> u64 {
+/// For macro: one list per country and one history per series listed (no
+/// route says which series changed).
+fn minimum(pipeline: &crate::pipeline::Pipeline, sizes: &UniverseSizes, first: bool) -> u64 {
     use crate::pipeline::{FanOut, Records};
+    let UniverseSizes {
+        identifiers,
+        companies,
+        countries,
+        series,
+    } = *sizes;
     match (pipeline.fan_out, pipeline.records) {
         (FanOut::Universe, Records::Company) if first => identifiers as u64,
         (FanOut::Universe, Records::Company) => 0,
         (FanOut::Universe, _) => companies as u64,
+        (FanOut::Countries, _) => (countries + series) as u64,
         (FanOut::None, _) => 1,
     }
 }
@@ -246,17 +263,24 @@ pub async fn count_requests(config: &crate::config::Config, universe: Vec<String
         result?;
         runs.push(report);
     }
-    let companies: i64 = sink
+    let (companies, series): (i64, i64) = sink
         .call(|s| {
-            s.connection()
-                .query_row("SELECT count(*) FROM companies", [], |r| r.get(0))
+            s.connection().query_row(
+                "SELECT (SELECT count(*) FROM companies), (SELECT count(*) FROM macro_series)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
         })
         .await?
         .map_err(|e| SyncError::Other(format!("counting companies: {e}")))?;
     sink.close().await;
     let _ = std::fs::remove_dir_all(&dir);
-    let identifiers = config.universe.companies.len();
-    let companies = companies as usize;
+    let sizes = UniverseSizes {
+        identifiers: config.universe.companies.len(),
+        companies: companies as usize,
+        countries: config.universe.countries.len(),
+        series: series as usize,
+    };
     let by_pipeline = |report: &crate::sync::SyncReport, first: bool| {
         pipelines
             .iter()
@@ -266,14 +290,14 @@ pub async fn count_requests(config: &crate::config::Config, universe: Vec<String
                     .iter()
                     .find(|o| o.pipeline == p.name)
                     .map_or(0, |o| o.requests);
-                (p.name.clone(), spent, minimum(p, identifiers, companies, first))
+                (p.name.clone(), spent, minimum(p, &sizes, first))
             })
             .collect()
     };
     let stats = running.emulator.stats();
     Ok(RequestCount {
-        identifiers,
-        companies,
+        identifiers: sizes.identifiers,
+        companies: sizes.companies,
         first: by_pipeline(&runs[0], true),
         incremental: by_pipeline(&runs[1], false),
         throttled: stats.rate_limited + stats.quota_exceeded,

@@ -60,12 +60,16 @@ pub struct Params {
     pub first_range: Option<String>,
     /// prices: trailing days refetched every run because the service may restate them (default 7).
     pub restate_days: Option<u32>,
+    /// macro: the history route of one series, with `{country}` and `{series}`.
+    pub series_route: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FanOut {
     None,
     Universe,
+    /// One request per configured country (`universe.countries`).
+    Countries,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +79,8 @@ pub enum Records {
     Dividends,
     Indices,
     Coverage,
+    /// A country's series list, then each series' point-in-time history.
+    Macro,
 }
 
 impl Records {
@@ -85,6 +91,7 @@ impl Records {
             "dividends" => Records::Dividends,
             "indices" => Records::Indices,
             "coverage" => Records::Coverage,
+            "macro" => Records::Macro,
             _ => return None,
         })
     }
@@ -129,11 +136,21 @@ impl Pipeline {
         let fan_out = match raw.fan_out.as_str() {
             "none" => FanOut::None,
             "universe" => FanOut::Universe,
-            other => return Err(err(format!("fan_out = {other:?}: expected \"none\" or \"universe\""))),
+            "countries" => FanOut::Countries,
+            other => {
+                return Err(err(format!(
+                    "fan_out = {other:?}: expected \"none\", \"universe\" or \"countries\""
+                )));
+            }
         };
         if (fan_out == FanOut::Universe) != raw.route.contains("{company}") {
             return Err(err(
                 "route must contain {company} exactly when fan_out = \"universe\"".into()
+            ));
+        }
+        if (fan_out == FanOut::Countries) != raw.route.contains("{country}") {
+            return Err(err(
+                "route must contain {country} exactly when fan_out = \"countries\"".into()
             ));
         }
         if raw.paging != "single" {
@@ -141,7 +158,7 @@ impl Pipeline {
         }
         let records = Records::parse(&raw.records).ok_or_else(|| {
             err(format!(
-                "records = {:?}: expected one of company, prices, dividends, indices, coverage",
+                "records = {:?}: expected one of company, prices, dividends, indices, coverage, macro",
                 raw.records
             ))
         })?;
@@ -173,6 +190,15 @@ impl Pipeline {
             return Err(err(format!(
                 "params.first_range = {range:?}: expected one of {PRICE_RANGES:?}"
             )));
+        }
+        if records == Records::Macro {
+            let route = raw.params.series_route.as_deref().unwrap_or_default();
+            if fan_out != FanOut::Countries || !route.contains("{country}") || !route.contains("{series}") {
+                return Err(err(
+                    "records = \"macro\" needs fan_out = \"countries\" and params.series_route with {country} and {series}"
+                        .into(),
+                ));
+            }
         }
         Ok(Pipeline {
             name: raw.name,

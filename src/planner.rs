@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
 
+use crate::config::UniverseConfig;
 use crate::pipeline::{FanOut, Params, Pipeline, Records};
 
 /// Days each lookback range surely covers, whatever calendar arithmetic the
@@ -44,7 +45,8 @@ pub fn stalest_first<M>(mut members: Vec<M>, synced_at: impl Fn(&M) -> Option<Da
 /// one per company for each fan-out, and one per identifier not yet resolved.
 /// Companies are counted as configured (aliases of one company count twice
 /// here, so this errs on the side of warning).
-pub fn requests_due(pipelines: &[Pipeline], companies: &[String], resolved: &HashMap<String, String>) -> u64 {
+pub fn requests_due(pipelines: &[Pipeline], universe: &UniverseConfig, resolved: &HashMap<String, String>) -> u64 {
+    let companies = &universe.companies;
     let unresolved = companies.iter().filter(|c| !resolved.contains_key(c.trim())).count() as u64;
     let distinct = {
         let mut keys: Vec<&str> = companies
@@ -61,6 +63,8 @@ pub fn requests_due(pipelines: &[Pipeline], companies: &[String], resolved: &Has
         due += match (p.fan_out, p.records) {
             (FanOut::Universe, Records::Company) => 0,
             (FanOut::Universe, _) => distinct,
+            // A country's list, then one request per series: at least two.
+            (FanOut::Countries, _) => 2 * universe.countries.len() as u64,
             (FanOut::None, _) => 1,
         };
     }

@@ -308,3 +308,53 @@ mod tests {
         assert_eq!(names, ["prices_daily", "_sync_quarantine"]);
     }
 }
+
+/// `macro_series` from one series page, with the list entry it was found under.
+pub fn macro_series(
+    rows: &mut Rows,
+    country: &str,
+    entry_raw: &RawValue,
+    entry: &wire::SeriesRef,
+    page: &wire::SeriesPage<'_>,
+) {
+    let route = rows.route.clone();
+    rows.table("macro_series")
+        .row()
+        .text(Some(country))
+        .text(Some(&entry.key))
+        .text(entry.name.as_deref())
+        .text(page.frequency.as_deref().or(entry.frequency.as_deref()))
+        .text(page.description.as_deref())
+        .text(page.source_name.as_deref())
+        .text(page.source_link.as_deref())
+        .end(entry_raw.get(), &route);
+}
+
+/// `macro_observations` from one series page: every point as seen now. The
+/// sink keeps what was seen before (point-in-time history); returns the points read.
+pub fn macro_observations(rows: &mut Rows, country: &str, series_key: &str, page: &wire::SeriesPage<'_>) -> usize {
+    let route = rows.route.clone();
+    let seen = rows.fetched_at;
+    let mut read = 0;
+    for raw in &page.history {
+        let Some(point) = rows.parse::<wire::MacroPoint>(raw, "macro history point") else {
+            continue;
+        };
+        if !point.value.is_finite() {
+            rows.quarantine(raw.get(), "macro history point: value is not a finite number".into());
+            continue;
+        }
+        read += 1;
+        rows.table("macro_observations")
+            .row()
+            .text(Some(country))
+            .text(Some(series_key))
+            .date(Some(point.period))
+            .date(Some(point.vintage))
+            .float(Some(point.value))
+            .timestamp(Some(seen))
+            .timestamp(Some(seen))
+            .end(raw.get(), &route);
+    }
+    read
+}

@@ -55,6 +55,10 @@ pub enum LoadRule {
     InsertOnce,
     /// Keep every row (history and logs).
     Append,
+    /// Point-in-time history keyed by its whole content: a row seen before only
+    /// has its `last_seen_at` moved; anything new is a new row; nothing is
+    /// deleted or overwritten.
+    History,
 }
 
 impl LoadRule {
@@ -63,6 +67,7 @@ impl LoadRule {
             "upsert" => Some(LoadRule::Upsert),
             "insert_once" => Some(LoadRule::InsertOnce),
             "append" => Some(LoadRule::Append),
+            "history" => Some(LoadRule::History),
             _ => None,
         }
     }
@@ -196,6 +201,40 @@ pub const DIVIDEND_SUMMARIES: TableDef = TableDef {
     ],
     key: &["company_key", "as_of_date"],
     load: LoadRule::Upsert,
+    lineage: true,
+};
+
+pub const MACRO_SERIES: TableDef = TableDef {
+    name: "macro_series",
+    columns: &[
+        col("country", Text),
+        col("series_key", Text),
+        col("name", Text),
+        col("frequency", Text),
+        col("description", Text),
+        col("source_name", Text),
+        col("source_link", Text),
+    ],
+    key: &["country", "series_key"],
+    load: LoadRule::Upsert,
+    lineage: true,
+};
+
+/// Every (period, vintage, value) ever served. `raw`, `_fetched_at`, `_run_id`
+/// and `_route` are those of the first sighting.
+pub const MACRO_OBSERVATIONS: TableDef = TableDef {
+    name: "macro_observations",
+    columns: &[
+        col("country", Text),
+        col("series_key", Text),
+        col("period", Date),
+        col("vintage", Date),
+        col("value", Float),
+        col("first_seen_at", Timestamp),
+        col("last_seen_at", Timestamp),
+    ],
+    key: &["country", "series_key", "period", "vintage", "value"],
+    load: LoadRule::History,
     lineage: true,
 };
 
@@ -338,6 +377,8 @@ pub const TABLES: &[TableDef] = &[
     DIVIDEND_SUMMARIES,
     INDEX_SNAPSHOTS,
     COVERAGE_SNAPSHOTS,
+    MACRO_SERIES,
+    MACRO_OBSERVATIONS,
     SYNC_RUNS,
     SYNC_CHECKPOINTS,
     SYNC_QUARANTINE,

@@ -172,3 +172,40 @@ pub struct CoverageMarket {
     #[serde(rename = "dataTypes")]
     pub data_types: Vec<CoverageDataType>,
 }
+
+/// `GET /countries/{iso}`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CountryPage<'a> {
+    pub iso: Option<String>,
+    #[serde(borrow, default)]
+    pub macro_series: Vec<&'a RawValue>,
+}
+
+/// One entry of `macroSeries`.
+#[derive(Debug, Deserialize)]
+pub struct SeriesRef {
+    pub key: String,
+    pub name: Option<String>,
+    pub frequency: Option<String>,
+}
+
+/// `GET /countries/{iso}/series?key=K`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeriesPage<'a> {
+    #[serde(borrow, default)]
+    pub history: Vec<&'a RawValue>,
+    pub frequency: Option<String>,
+    pub description: Option<String>,
+    pub source_name: Option<String>,
+    pub source_link: Option<String>,
+}
+
+/// One history point: the value of `period` as published on `vintage`.
+#[derive(Debug, Deserialize)]
+pub struct MacroPoint {
+    pub period: NaiveDate,
+    pub value: f64,
+    pub vintage: NaiveDate,
+}

@@ -79,7 +79,7 @@ async fn a_request_budget_defers_work_and_the_next_run_starts_with_the_stalest()
         prices.error.as_deref().unwrap().contains("--max-requests"),
         "{prices:?}"
     );
-    assert_eq!(report.deferred, ["dividends", "coverage"]);
+    assert_eq!(report.deferred, ["dividends", "macro", "coverage"]);
     assert_eq!(h.emulator.emulator.stats().requests, 10);
     let synced = h
         .strings("SELECT \"partition\" FROM _sync_checkpoints WHERE pipeline = 'prices'")
@@ -91,7 +91,7 @@ async fn a_request_budget_defers_work_and_the_next_run_starts_with_the_stalest()
     h.syncer.client.limit_requests(3);
     let (report, result) = h.syncer.run_once(&h.pipelines).await;
     result.unwrap();
-    assert_eq!(report.deferred, ["dividends", "coverage"]);
+    assert_eq!(report.deferred, ["dividends", "macro", "coverage"]);
     let run_id = report.run_id.clone();
     let routes = h
         .strings(&format!(

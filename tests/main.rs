@@ -14,5 +14,7 @@ mod cli;
 mod emulator;
 /// Incremental loads: no duplicate keys, no rewritten rows, new data lands.
 mod incremental;
+/// Macro series: every vintage ever served, point in time.
+mod macro_history;
 /// Pacing and retries: no self-caused 429, Retry-After honoured, quota stops.
 mod pacing;

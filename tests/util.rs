@@ -145,16 +145,16 @@ impl Harness {
 
     /// Text rows from a SQL query.
     pub async fn strings(&self, sql: &str) -> Vec<String> {
-        let sql = sql.to_owned();
+        let query = sql.to_owned();
         self.syncer
             .sink
             .call(move |s| {
-                let mut stmt = s.connection().prepare(&sql)?;
+                let mut stmt = s.connection().prepare(&query)?;
                 let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
                 rows.collect::<Result<Vec<_>, _>>()
             })
             .await
             .unwrap()
-            .unwrap_or_else(|e| panic!("query failed: {e}"))
+            .unwrap_or_else(|e| panic!("query failed: {e}\n{sql}"))
     }
 }

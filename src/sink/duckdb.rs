@@ -22,6 +22,31 @@ pub fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// Point-in-time views over `macro_observations` (warehouse contract).
+///
+/// `macro_latest`: per period, the newest vintage; of two values served under
+/// one vintage (a restatement), the one seen last.
+///
+/// `macro_as_of(ts)`: per period, the newest vintage published on or before
+/// `ts`; of its values, the last one fdsync had seen by `ts`, or the first one
+/// it ever saw when it first looked later (a backfill of old vintages).
+/// `ts`'s date is read from its text form (UTC), since the bundled DuckDB has
+/// no ICU time-zone extension for a TIMESTAMPTZ-to-DATE cast (and must not try
+/// to download one).
+const MACRO_VIEWS: &str = "
+CREATE OR REPLACE VIEW macro_latest AS
+SELECT * FROM macro_observations
+QUALIFY row_number() OVER (PARTITION BY country, series_key, period ORDER BY vintage DESC, first_seen_at DESC) = 1;
+CREATE OR REPLACE MACRO macro_as_of(ts) AS TABLE
+SELECT * FROM macro_observations
+WHERE vintage <= CAST(left(CAST(CAST(ts AS TIMESTAMPTZ) AS VARCHAR), 10) AS DATE)
+QUALIFY row_number() OVER (
+    PARTITION BY country, series_key, period
+    ORDER BY vintage DESC,
+             CASE WHEN first_seen_at <= CAST(ts AS TIMESTAMPTZ) THEN first_seen_at END DESC NULLS LAST,
+             first_seen_at ASC) = 1;
+";
+
 pub(crate) fn sql_err<'a>(table: &'a str, context: &'static str) -> impl FnOnce(duckdb::Error) -> SinkError + 'a {
     move |source| SinkError::Sql {
         table: table.to_owned(),
@@ -81,6 +106,9 @@ impl DuckDbSink {
                 .execute_batch(&ddl)
                 .map_err(sql_err(table.name, "creating table"))?;
         }
+        self.conn
+            .execute_batch(MACRO_VIEWS)
+            .map_err(sql_err("macro_observations", "creating macro_latest and macro_as_of"))?;
         Ok(())
     }
 
@@ -168,6 +196,30 @@ impl DuckDbSink {
         let col_list = cols.join(", ");
         let sql = match table.load {
             LoadRule::Append => format!("INSERT INTO {target} ({col_list}) SELECT {col_list} FROM {stage}"),
+            LoadRule::History => {
+                let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
+                let on: Vec<String> = key.iter().map(|k| format!("t.{k} = s.{k}")).collect();
+                let on = on.join(" AND ");
+                let distinct = format!(
+                    "SELECT * FROM {stage} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY rowid DESC) = 1",
+                    key.join(", ")
+                );
+                // Seen again: only the last sighting moves.
+                self.conn
+                    .execute(
+                        &format!(
+                            "UPDATE {target} t SET last_seen_at = greatest(t.last_seen_at, s.last_seen_at) \
+                             FROM ({distinct}) s WHERE {on}"
+                        ),
+                        [],
+                    )
+                    .map_err(sql_err(table.name, "touching rows seen again"))?;
+                let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
+                format!(
+                    "INSERT INTO {target} ({col_list}) SELECT {} FROM ({distinct}) s ANTI JOIN {target} t ON {on}",
+                    s_cols.join(", ")
+                )
+            }
             LoadRule::InsertOnce | LoadRule::Upsert => {
                 let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
                 let latest = format!(

@@ -4,6 +4,8 @@
 //! A failing pipeline is recorded and the next one runs; a refused key or an
 //! exhausted quota stops the run, since every further request would fail too.
 
+mod macro_history;
+
 use std::collections::HashMap;
 use std::fmt;
 
@@ -346,7 +348,7 @@ impl Syncer {
             .ok()
             .and_then(Result::ok)
             .unwrap_or_default();
-        let due = planner::requests_due(pipelines, &self.config.universe.companies, &known);
+        let due = planner::requests_due(pipelines, &self.config.universe, &known);
         if due > remaining {
             let order: Vec<&str> = pipelines.iter().map(|p| p.name.as_str()).collect();
             tracing::warn!(
@@ -413,6 +415,7 @@ impl Syncer {
         let result = match pipeline.fan_out {
             FanOut::None => self.run_single(pipeline, run_id, &mut progress).await,
             FanOut::Universe => self.run_fan_out(pipeline, run_id, universe, &mut progress).await,
+            FanOut::Countries => self.run_macro(pipeline, run_id, &mut progress).await,
         };
         match result {
             Ok(()) => Ok(progress),
