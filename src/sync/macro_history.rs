@@ -6,7 +6,7 @@
 use futures::StreamExt;
 use serde_json::value::RawValue;
 
-use super::{Progress, SyncError, Syncer, upstream_error};
+use super::{Progress, SyncError, Syncer, found, upstream_error};
 use crate::pipeline::Pipeline;
 use crate::planner;
 use crate::records::{self, Rows};
@@ -108,13 +108,8 @@ impl Syncer {
             });
             let mut results = futures::stream::iter(fetches).buffered(self.config.upstream.concurrency);
             while let Some((key, fetched)) = results.next().await {
-                let (rows, newest_vintage) = match fetched {
-                    Ok(f) => f.value,
-                    Err(UpstreamError::NotFound { route, message }) => {
-                        progress.problems.push(format!("{route}: 404 {message}"));
-                        continue;
-                    }
-                    Err(e) => return Err(upstream_error(e)),
+                let Some((rows, newest_vintage)) = found(fetched, progress)? else {
+                    continue;
                 };
                 let checkpoint = Checkpoint {
                     pipeline: pipeline.name.clone(),

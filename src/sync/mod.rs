@@ -522,13 +522,8 @@ impl Syncer {
         });
         let mut results = futures::stream::iter(fetches).buffered(self.config.upstream.concurrency);
         while let Some((key, partial, fetched)) = results.next().await {
-            let (rows, newest) = match fetched {
-                Ok(f) => f.value,
-                Err(UpstreamError::NotFound { route, message }) => {
-                    progress.problems.push(format!("{route}: 404 {message}"));
-                    continue;
-                }
-                Err(e) => return Err(upstream_error(e)),
+            let Some((rows, newest)) = found(fetched, progress)? else {
+                continue;
             };
             let cursor = newest.max(partial).map(|d| d.to_string()).unwrap_or_default();
             let checkpoint = Checkpoint {
@@ -590,6 +585,22 @@ impl Syncer {
             }
         }
         Ok(members)
+    }
+}
+
+/// A member's 404 is noted (the pipeline ends `partial`) and skipped; any other
+/// failure stops the pipeline.
+fn found<T>(
+    fetched: Result<crate::upstream::Fetched<T>, UpstreamError>,
+    progress: &mut Progress,
+) -> Result<Option<T>, SyncError> {
+    match fetched {
+        Ok(f) => Ok(Some(f.value)),
+        Err(UpstreamError::NotFound { route, message }) => {
+            progress.problems.push(format!("{route}: 404 {message}"));
+            Ok(None)
+        }
+        Err(e) => Err(upstream_error(e)),
     }
 }
 
