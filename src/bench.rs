@@ -242,21 +242,10 @@ pub async fn count_requests(config: &crate::config::Config, universe: Vec<String
     .map_err(|e| SyncError::Other(format!("cannot start the emulator: {e}")))?;
     let dir = tempfile_dir()?;
     let mut config = config.clone();
-    config.upstream.base_url = running.base_url();
-    config.upstream.api_key_file = None;
-    config.warehouse.duckdb = dir.join("bench.duckdb");
     config.universe.companies = universe;
-    let pipelines = crate::pipeline::load_dir(&config.pipelines.dir, config.pipelines.enabled.as_deref())?;
-    let key = crate::config::ApiKey::parse(emulator::DEMO_BUILD_KEY, "the emulator's demo key")?;
-    let client = crate::upstream::Client::new(&config.upstream, Some(key), clock.clone())
-        .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
-    let sink = crate::sink::SinkHandle::open_duckdb(config.warehouse.duckdb.clone()).await?;
-    let syncer = crate::sync::Syncer {
-        config: config.clone(),
-        client,
-        sink: sink.clone(),
-        clock,
-    };
+    let (syncer, pipelines) =
+        crate::demo::local_syncer(&running, config.clone(), &dir.join("bench.duckdb"), clock).await?;
+    let sink = syncer.sink.clone();
     let mut runs = Vec::new();
     for _ in 0..2 {
         let (report, result) = syncer.run_once(&pipelines).await;

@@ -40,12 +40,40 @@ fn query(conn: &duckdb::Connection, sql: &str) -> Result<Vec<RecordBatch>, duckd
     Ok(stmt.query_arrow([])?.collect())
 }
 
+/// A syncer wired to an in-process emulator with its demo Build key, writing
+/// to `warehouse`, and the enabled pipelines (for the demo and the benchmarks).
+///
+/// # Errors
+/// An invalid pipeline directory, or a warehouse that cannot be opened.
+pub async fn local_syncer(
+    emulator: &emulator::RunningEmulator,
+    mut config: Config,
+    warehouse: &Path,
+    clock: Clock,
+) -> Result<(Syncer, Vec<pipeline::Pipeline>), SyncError> {
+    config.upstream.base_url = emulator.base_url();
+    config.upstream.api_key_file = None;
+    config.warehouse.duckdb = warehouse.to_owned();
+    let key = ApiKey::parse(emulator::DEMO_BUILD_KEY, "the emulator's demo key")?;
+    let pipelines = pipeline::load_dir(&config.pipelines.dir, config.pipelines.enabled.as_deref())?;
+    let client = Client::new(&config.upstream, Some(key), clock.clone())
+        .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
+    let sink = SinkHandle::open_duckdb(warehouse.to_owned()).await?;
+    let syncer = Syncer {
+        config,
+        client,
+        sink,
+        clock,
+    };
+    Ok((syncer, pipelines))
+}
+
 /// Runs the demo, printing to `out`.
 ///
 /// # Errors
 /// When the emulator cannot bind loopback, the warehouse cannot be written, or
 /// the sync fails.
-pub async fn run(mut config: Config, warehouse: &Path, out: &mut (impl Write + Send)) -> Result<(), SyncError> {
+pub async fn run(config: Config, warehouse: &Path, out: &mut (impl Write + Send)) -> Result<(), SyncError> {
     let clock = Clock::simulated(chrono::Utc::now(), 1.0);
     let emulator = emulator::spawn(
         EmulatorConfig {
@@ -66,20 +94,8 @@ pub async fn run(mut config: Config, warehouse: &Path, out: &mut (impl Write + S
             })?;
         }
     }
-    config.upstream.base_url = emulator.base_url();
-    config.upstream.api_key_file = None;
-    config.warehouse.duckdb = warehouse.to_owned();
-    let key = ApiKey::parse(emulator::DEMO_BUILD_KEY, "the emulator's demo key")?;
-    let pipelines = pipeline::load_dir(&config.pipelines.dir, config.pipelines.enabled.as_deref())?;
-    let client = Client::new(&config.upstream, Some(key), clock.clone())
-        .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
-    let sink = SinkHandle::open_duckdb(warehouse.to_owned()).await?;
-    let syncer = Syncer {
-        config: config.clone(),
-        client,
-        sink: sink.clone(),
-        clock: clock.clone(),
-    };
+    let (syncer, pipelines) = local_syncer(&emulator, config.clone(), warehouse, clock).await?;
+    let sink = syncer.sink.clone();
 
     let w = |out: &mut dyn Write, s: String| writeln!(out, "{s}").map_err(|e| SyncError::Other(e.to_string()));
     w(

@@ -6,6 +6,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::config::UniverseConfig;
 use crate::pipeline::{FanOut, Params, Pipeline, Records};
+use crate::sink::StoredCheckpoint;
 
 /// Days each lookback range surely covers, whatever calendar arithmetic the
 /// service uses (a month is counted as 28 days, a year as 364).
@@ -45,13 +46,18 @@ pub fn stalest_first<M>(mut members: Vec<M>, synced_at: impl Fn(&M) -> Option<Da
 /// one per company for each fan-out, and one per identifier not yet resolved.
 /// Companies are counted as configured (aliases of one company count twice
 /// here, so this errs on the side of warning).
-pub fn requests_due(pipelines: &[Pipeline], universe: &UniverseConfig, resolved: &HashMap<String, String>) -> u64 {
+/// `resolved` holds the universe pipeline's checkpoints: identifier -> company key.
+pub fn requests_due(
+    pipelines: &[Pipeline],
+    universe: &UniverseConfig,
+    resolved: &HashMap<String, StoredCheckpoint>,
+) -> u64 {
     let companies = &universe.companies;
     let unresolved = companies.iter().filter(|c| !resolved.contains_key(c.trim())).count() as u64;
     let distinct = {
         let mut keys: Vec<&str> = companies
             .iter()
-            .map(|c| resolved.get(c.trim()).map_or(c.trim(), String::as_str))
+            .map(|c| resolved.get(c.trim()).map_or(c.trim(), |r| r.cursor.as_str()))
             .collect();
         keys.sort_unstable();
         keys.dedup();

@@ -331,11 +331,16 @@ pub fn macro_series(
 }
 
 /// `macro_observations` from one series page: every point as seen now. The
-/// sink keeps what was seen before (point-in-time history); returns the points read.
-pub fn macro_observations(rows: &mut Rows, country: &str, series_key: &str, page: &wire::SeriesPage<'_>) -> usize {
+/// sink keeps what was seen before (point-in-time history); returns the newest vintage.
+pub fn macro_observations(
+    rows: &mut Rows,
+    country: &str,
+    series_key: &str,
+    page: &wire::SeriesPage<'_>,
+) -> Option<NaiveDate> {
     let route = rows.route.clone();
     let seen = rows.fetched_at;
-    let mut read = 0;
+    let mut newest = None;
     for raw in &page.history {
         let Some(point) = rows.parse::<wire::MacroPoint>(raw, "macro history point") else {
             continue;
@@ -344,7 +349,7 @@ pub fn macro_observations(rows: &mut Rows, country: &str, series_key: &str, page
             rows.quarantine(raw.get(), "macro history point: value is not a finite number".into());
             continue;
         }
-        read += 1;
+        newest = newest.max(Some(point.vintage));
         rows.table("macro_observations")
             .row()
             .text(Some(country))
@@ -356,5 +361,5 @@ pub fn macro_observations(rows: &mut Rows, country: &str, series_key: &str, page
             .timestamp(Some(seen))
             .end(raw.get(), &route);
     }
-    read
+    newest
 }

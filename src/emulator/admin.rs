@@ -33,7 +33,6 @@ fn key_error(e: KeyError) -> ApiError {
     let status = match e {
         KeyError::UnknownAccount(_) | KeyError::UnknownKey(_) => StatusCode::NOT_FOUND,
         KeyError::TooManyKeys { .. } | KeyError::AlreadyRevoked(_) => StatusCode::CONFLICT,
-        KeyError::Malformed(_) => StatusCode::BAD_REQUEST,
     };
     ApiError::new(status, e.to_string())
 }

@@ -129,7 +129,6 @@ pub enum KeyError {
     UnknownKey(String),
     TooManyKeys { account: String },
     AlreadyRevoked(String),
-    Malformed(String),
 }
 
 impl std::fmt::Display for KeyError {
@@ -142,7 +141,6 @@ impl std::fmt::Display for KeyError {
                 "account '{account}' already has {MAX_ACTIVE_KEYS} active keys: revoke one first"
             ),
             KeyError::AlreadyRevoked(k) => write!(f, "key '{k}' is already revoked"),
-            KeyError::Malformed(m) => write!(f, "{m}"),
         }
     }
 }

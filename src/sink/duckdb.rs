@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use duckdb::Connection;
 
-use super::{Commit, CommitStats, SinkError, TableBatch};
+use super::{Commit, CommitStats, SinkError, StoredCheckpoint, TableBatch};
 use crate::batch::BatchBuilder;
 use crate::tables::{self, ColType, LoadRule, TABLES, TableDef};
 
@@ -261,30 +261,21 @@ impl DuckDbSink {
         Ok(written as u64)
     }
 
-    /// When each partition's checkpoint last moved: the stalest go first when a
-    /// budget cannot cover every partition, so all of them get their turn.
-    pub fn checkpoint_times(&self, pipeline: &str) -> Result<HashMap<String, DateTime<Utc>>, SinkError> {
+    /// Every checkpoint of `pipeline`, by partition, with when it last moved
+    /// (the stalest partitions go first when a budget cannot cover them all).
+    pub fn checkpoints(&self, pipeline: &str) -> Result<HashMap<String, StoredCheckpoint>, SinkError> {
         let mut stmt = self
             .conn
-            .prepare("SELECT \"partition\", updated_at FROM _sync_checkpoints WHERE pipeline = ?")
-            .map_err(sql_err("_sync_checkpoints", "reading checkpoint times"))?;
-        let rows = stmt
-            .query_map([pipeline], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, DateTime<Utc>>(1)?))
-            })
-            .map_err(sql_err("_sync_checkpoints", "reading checkpoint times"))?;
-        rows.collect::<Result<_, _>>()
-            .map_err(sql_err("_sync_checkpoints", "reading checkpoint times"))
-    }
-
-    /// Every checkpoint of `pipeline`, by partition.
-    pub fn checkpoints(&self, pipeline: &str) -> Result<HashMap<String, String>, SinkError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT \"partition\", \"cursor\" FROM _sync_checkpoints WHERE pipeline = ?")
+            .prepare("SELECT \"partition\", \"cursor\", updated_at FROM _sync_checkpoints WHERE pipeline = ?")
             .map_err(sql_err("_sync_checkpoints", "reading checkpoints"))?;
         let rows = stmt
-            .query_map([pipeline], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .query_map([pipeline], |r| {
+                let stored = StoredCheckpoint {
+                    cursor: r.get(1)?,
+                    updated_at: r.get(2)?,
+                };
+                Ok((r.get::<_, String>(0)?, stored))
+            })
             .map_err(sql_err("_sync_checkpoints", "reading checkpoints"))?;
         rows.collect::<Result<_, _>>()
             .map_err(sql_err("_sync_checkpoints", "reading checkpoints"))

@@ -64,6 +64,13 @@ pub struct Checkpoint {
     pub cursor: String,
 }
 
+/// A checkpoint as stored.
+#[derive(Debug, Clone)]
+pub struct StoredCheckpoint {
+    pub cursor: String,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
 /// Rows and the checkpoints that cover them: committed in one transaction or not at all.
 #[derive(Debug, Default)]
 pub struct Commit {

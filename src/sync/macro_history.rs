@@ -16,8 +16,8 @@ use crate::wire;
 
 /// One series of one country, as the country route listed it.
 struct SeriesEntry {
-    key: String,
-    raw: String,
+    entry: wire::SeriesRef,
+    raw: Box<RawValue>,
 }
 
 impl Syncer {
@@ -32,9 +32,9 @@ impl Syncer {
             .series_route
             .clone()
             .expect("validated when the pipeline was loaded");
-        let synced_at = {
+        let checkpoints = {
             let name = pipeline.name.clone();
-            self.sink.call(move |s| s.checkpoint_times(&name)).await??
+            self.sink.call(move |s| s.checkpoints(&name)).await??
         };
         for country in &self.config.universe.countries {
             let route = pipeline.route.replace("{country}", &encode(country));
@@ -47,8 +47,8 @@ impl Syncer {
                     for raw in page.macro_series {
                         match serde_json::from_str::<wire::SeriesRef>(raw.get()) {
                             Ok(entry) if is_series_key(&entry.key) => entries.push(SeriesEntry {
-                                key: entry.key,
-                                raw: raw.get().to_owned(),
+                                entry,
+                                raw: raw.to_owned(),
                             }),
                             Ok(entry) => bad.push((
                                 raw.get().to_owned(),
@@ -78,8 +78,10 @@ impl Syncer {
                 self.commit(run_id, rows, None, progress).await?;
             }
             let partition = |key: &str| format!("{country}:{key}");
-            let entries = planner::stalest_first(entries, |e| synced_at.get(&partition(&e.key)).copied());
-            let fetches = entries.into_iter().map(|entry| {
+            let entries = planner::stalest_first(entries, |e| {
+                checkpoints.get(&partition(&e.entry.key)).map(|c| c.updated_at)
+            });
+            let fetches = entries.into_iter().map(|SeriesEntry { entry, raw }| {
                 let route = series_route
                     .replace("{country}", &encode(country))
                     .replace("{series}", &encode(&entry.key));
@@ -88,18 +90,9 @@ impl Syncer {
                         .client
                         .get(&route, Access::Key, |body| {
                             let page: wire::SeriesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-                            let entry_raw: &RawValue = serde_json::from_str(&entry.raw).map_err(|e| e.to_string())?;
-                            let entry_ref: wire::SeriesRef =
-                                serde_json::from_str(entry_raw.get()).map_err(|e| e.to_string())?;
                             let mut rows = Rows::new(run_id, &route, self.clock.now());
-                            records::macro_series(&mut rows, country, entry_raw, &entry_ref, &page);
-                            records::macro_observations(&mut rows, country, &entry.key, &page);
-                            let newest_vintage = page
-                                .history
-                                .iter()
-                                .filter_map(|p| serde_json::from_str::<wire::MacroPoint>(p.get()).ok())
-                                .map(|p| p.vintage)
-                                .max();
+                            records::macro_series(&mut rows, country, &raw, &entry, &page);
+                            let newest_vintage = records::macro_observations(&mut rows, country, &entry.key, &page);
                             Ok((rows, newest_vintage))
                         })
                         .await;

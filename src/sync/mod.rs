@@ -6,7 +6,6 @@
 
 mod macro_history;
 
-use std::collections::HashMap;
 use std::fmt;
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -264,12 +263,12 @@ impl Syncer {
 
     fn quota_ledger(&self, run_id: &str) -> Result<Option<TableBatch>, SinkError> {
         let seen = self.client.quota_seen();
-        let (Some(key_id), Some(_)) = (
-            self.client.key_id(),
-            seen.quota.remaining.or(seen.rate.remaining.map(u64::from)),
-        ) else {
+        let Some(key_id) = self.client.key_id() else {
             return Ok(None);
         };
+        if seen.quota.remaining.is_none() && seen.rate.remaining.is_none() {
+            return Ok(None);
+        }
         let def = tables::table("_sync_quota").expect("quota table");
         let mut b = BatchBuilder::new(def, run_id, self.clock.now());
         b.row()
@@ -476,11 +475,9 @@ impl Syncer {
             let name = pipeline.name.clone();
             self.sink.call(move |s| s.checkpoints(&name)).await??
         };
-        let members = {
-            let name = pipeline.name.clone();
-            let synced_at = self.sink.call(move |s| s.checkpoint_times(&name)).await??;
-            planner::stalest_first(universe.clone().unwrap_or_default(), |m| synced_at.get(&m.key).copied())
-        };
+        let members = planner::stalest_first(universe.clone().unwrap_or_default(), |m| {
+            checkpoints.get(&m.key).map(|c| c.updated_at)
+        });
         let today = self.clock.now().date_naive();
         let records = pipeline.records;
         // Requests run `concurrency` at a time, sharing one rate budget; their
@@ -489,7 +486,9 @@ impl Syncer {
             let path = pipeline.route.replace("{company}", &encode(&member.key));
             let (route, partial) = match records {
                 Records::Prices => {
-                    let last = checkpoints.get(&member.key).and_then(|c| c.parse::<NaiveDate>().ok());
+                    let last = checkpoints
+                        .get(&member.key)
+                        .and_then(|c| c.cursor.parse::<NaiveDate>().ok());
                     let range = planner::price_range(last, today, &pipeline.params);
                     (format!("{path}?range={range}"), last)
                 }
@@ -540,12 +539,12 @@ impl Syncer {
     /// service only about identifiers never resolved before, and drops duplicates
     /// (`MSFT` and `789019` are one company).
     async fn resolve_universe(&self, run_id: &str, progress: &mut Progress) -> Result<Vec<Member>, SyncError> {
-        let known: HashMap<String, String> = self.sink.call(|s| s.checkpoints(UNIVERSE_PIPELINE)).await??;
+        let known = self.sink.call(|s| s.checkpoints(UNIVERSE_PIPELINE)).await??;
         let mut members: Vec<Member> = Vec::new();
         for id in &self.config.universe.companies {
             let id = id.trim().to_owned();
             let key = match known.get(&id) {
-                Some(key) => key.clone(),
+                Some(resolved) => resolved.cursor.clone(),
                 None => {
                     let route = format!("/api/v1/companies/{}", encode(&id));
                     let fetched = self

@@ -347,18 +347,16 @@ impl Client {
             Access::Public => &inner.public_pacer,
         };
         pacer.acquire().await;
+        // The run's budget first: a request it refuses must not hold a quota reservation.
+        if let Err(spent) = self.spend() {
+            pacer.observe(None);
+            return Err(spent);
+        }
         if access == Access::Key
             && let Err(exhausted) = self.reserve_quota()
         {
             pacer.observe(None);
             return Err(exhausted);
-        }
-        if let Err(spent) = self.spend() {
-            pacer.observe(None);
-            if access == Access::Key {
-                self.release_quota(None);
-            }
-            return Err(spent);
         }
         let started = Instant::now();
         let at = inner.clock.now();
