@@ -135,6 +135,9 @@ struct PaceState {
     remaining: Option<u32>,
     window_end: Option<DateTime<Utc>>,
     in_flight: u32,
+    /// Answers describing a window that ended before this are stale: the
+    /// window was renewed since, and they must not touch the new budget.
+    stale_before: Option<DateTime<Utc>>,
 }
 
 impl Pacer {
@@ -147,6 +150,7 @@ impl Pacer {
                 remaining: plan_limit,
                 window_end: None,
                 in_flight: 0,
+                stale_before: None,
             }),
             answered: tokio::sync::Notify::new(),
         }
@@ -163,9 +167,12 @@ impl Pacer {
                 // The window is renewed once, by whichever waiter sees its end
                 // first; the others then share the renewed budget. Requests
                 // still in flight may land in the new window: they count there.
-                if s.window_end.is_some_and(|end| now >= end) {
+                if let Some(end) = s.window_end
+                    && now >= end
+                {
                     s.remaining = Some(s.limit.unwrap_or(1).saturating_sub(s.in_flight));
                     s.window_end = None;
+                    s.stale_before = Some(end + chrono::Duration::from_std(WINDOW_MARGIN).unwrap_or_default());
                 }
                 match s.remaining {
                     Some(0) => {
@@ -210,12 +217,31 @@ impl Pacer {
         if let Some(limit) = w.limit {
             s.limit = Some(limit);
         }
-        if let Some(reset) = w.reset_secs {
-            s.window_end = Some(now + chrono::Duration::milliseconds((reset * 1000.0) as i64));
+        let end = w
+            .reset_secs
+            .map(|reset| now + chrono::Duration::milliseconds((reset * 1000.0) as i64));
+        if let (Some(end), Some(stale)) = (end, s.stale_before)
+            && end < stale
+        {
+            return;
         }
-        if let Some(remaining) = w.remaining {
-            // Requests still in flight were sent after the server counted this one.
-            s.remaining = Some(remaining.saturating_sub(s.in_flight));
+        // Requests still in flight were sent after the server counted this one.
+        let left = w.remaining.map(|r| r.saturating_sub(s.in_flight));
+        let margin = chrono::Duration::from_std(WINDOW_MARGIN).unwrap_or_default();
+        let newer_window = match (end, s.window_end) {
+            (_, None) => true,
+            (Some(end), Some(current)) => end > current + margin,
+            (None, Some(_)) => false,
+        };
+        if newer_window {
+            s.window_end = end.or(s.window_end);
+            if left.is_some() {
+                s.remaining = left;
+            }
+        } else if let Some(left) = left {
+            // Answers to concurrent requests arrive in any order: within one
+            // window an older answer must never raise the budget a newer one lowered.
+            s.remaining = Some(s.remaining.map_or(left, |current| current.min(left)));
         }
     }
 
@@ -324,6 +350,29 @@ mod tests {
             retry_after(&headers(&[("Retry-After", "Wed, 25 Nov 2026 09:00:00 GMT")]), now),
             None
         );
+    }
+
+    #[tokio::test]
+    async fn an_older_answer_arriving_late_never_raises_the_budget() {
+        let start: DateTime<Utc> = "2026-11-25T10:00:10Z".parse().unwrap();
+        let clock = Clock::simulated(start, 0.0);
+        let pacer = Pacer::new(clock.clone(), Some(10));
+        for _ in 0..3 {
+            pacer.acquire().await;
+        }
+        let answer = |remaining| RateWindow {
+            limit: Some(10),
+            remaining: Some(remaining),
+            reset_secs: Some(50.0),
+        };
+        // The server counted them in the order 1, 2, 3; the answers come back 3, 1, 2.
+        // Seven are truly left; the pacer may be more careful, never less.
+        pacer.observe(Some(&answer(7)));
+        let after_newest = pacer.remaining();
+        pacer.observe(Some(&answer(9)));
+        pacer.observe(Some(&answer(8)));
+        assert_eq!(pacer.remaining(), after_newest);
+        assert!(pacer.remaining() <= Some(7), "{:?}", pacer.remaining());
     }
 
     #[tokio::test]
