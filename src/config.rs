@@ -144,6 +144,57 @@ pub struct Config {
     pub universe: UniverseConfig,
     #[serde(default)]
     pub pipelines: PipelinesConfig,
+    #[serde(default)]
+    pub news: NewsFilters,
+}
+
+/// `[news]`: filters every news request carries (feed, company news, stream).
+/// Changing them later applies from the next request on; items already
+/// stored stay, and the backfill is not redone.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewsFilters {
+    #[serde(default)]
+    pub tickers: Vec<String>,
+    #[serde(default)]
+    pub topics: Vec<String>,
+    #[serde(default)]
+    pub sources: Vec<String>,
+    #[serde(default)]
+    pub exclude_sources: Vec<String>,
+    #[serde(default)]
+    pub exclude_forms: Vec<String>,
+    /// Flash headlines only.
+    #[serde(default)]
+    pub flash: bool,
+    /// 0 to 100.
+    pub min_importance: Option<u8>,
+}
+
+impl NewsFilters {
+    /// The filters as query parameters (`&name=value...`), empty when none are set.
+    pub fn query(&self) -> String {
+        let mut q = String::new();
+        for (name, values) in [
+            ("tickers", &self.tickers),
+            ("topics", &self.topics),
+            ("sources", &self.sources),
+            ("excludeSources", &self.exclude_sources),
+            ("excludeForms", &self.exclude_forms),
+        ] {
+            if !values.is_empty() {
+                let joined: Vec<String> = values.iter().map(|v| crate::upstream::encode(v.trim())).collect();
+                q.push_str(&format!("&{name}={}", joined.join(",")));
+            }
+        }
+        if self.flash {
+            q.push_str("&flash=1");
+        }
+        if let Some(n) = self.min_importance {
+            q.push_str(&format!("&minImportance={n}"));
+        }
+        q
+    }
 }
 
 const ENV_PREFIX: &str = "FDSYNC_";
@@ -229,6 +280,11 @@ impl Config {
                 "upstream.concurrency = {}: use 1 to 64 (requests in flight share one rate budget anyway)",
                 self.upstream.concurrency
             )));
+        }
+        if let Some(n) = self.news.min_importance
+            && n > 100
+        {
+            return Err(invalid(format!("news.min_importance = {n}: use 0 to 100")));
         }
         for id in &self.universe.companies {
             if id.trim().is_empty() || id.contains('/') {

@@ -30,6 +30,38 @@ pub const EXAMPLE_QUERIES: &[(&str, &str)] = &[
         "SELECT symbol, short_name, last_price_date, last_price, round(return_1y * 100, 2) AS return_1y_pct\nFROM index_snapshots ORDER BY return_1y DESC",
     ),
     (
+        "The news tape: newest items with their attribution (withheld fields stay NULL)",
+        "SELECT id, first_seen_at, left(headline, 50) AS headline, licence_class, snippet IS NULL AS withheld,\n       attribution\nFROM news_items ORDER BY id DESC LIMIT 5",
+    ),
+    (
+        "Rewritten headlines: every version kept",
+        "SELECT id, updated_at, left(headline, 60) AS headline FROM news_headline_revisions\nWHERE id IN (SELECT id FROM news_headline_revisions GROUP BY id HAVING count(*) > 1)\nORDER BY id, updated_at LIMIT 6",
+    ),
+    (
+        "8-K events by family in the last week, with item texts fetched",
+        "SELECT e.family, count(*) AS filings, count(t.accession) AS item_texts\nFROM events e LEFT JOIN event_item_texts t USING (accession)\nWHERE e.filing_date >= CAST(CAST(now() AS TIMESTAMP) AS DATE) - 7 GROUP BY ALL ORDER BY filings DESC LIMIT 6",
+    ),
+    (
+        "Macro as of 30 days ago: what was known then, even if revised since",
+        "SELECT country, series_key, period, vintage, value\nFROM macro_as_of(CAST(now() AS TIMESTAMP) - INTERVAL 30 DAY)\nWHERE series_key = 'CPI_YOY' ORDER BY country, period DESC LIMIT 6",
+    ),
+    (
+        "Regulation exposure: documents by strongest link basis",
+        "SELECT company_key, basis, count(*) AS documents FROM regulation_actions WHERE rank = 1 GROUP BY ALL ORDER BY ALL",
+    ),
+    (
+        "TSMC monthly revenue, year over year",
+        "SELECT month, revenue, yoy_pct, filed_at FROM monthly_revenue WHERE company_key = 'TW:2330'\nORDER BY month DESC LIMIT 4",
+    ),
+    (
+        "Filings and section texts held",
+        "SELECT f.company_key, f.form, count(DISTINCT f.accession) AS filings, count(s.section_key) AS sections\nFROM filings f LEFT JOIN filing_sections s USING (accession) GROUP BY ALL ORDER BY ALL LIMIT 8",
+    ),
+    (
+        "Reviewed geo assets by layer today",
+        "SELECT layer, count(*) AS countries, sum(count) AS assets FROM geo_country_counts\nWHERE observed_date = (SELECT max(observed_date) FROM geo_country_counts) GROUP BY ALL ORDER BY ALL",
+    ),
+    (
         "What each run did",
         "SELECT run_id, pipeline, status, requests, rows_written FROM _sync_runs ORDER BY started_at, pipeline",
     ),
@@ -94,7 +126,8 @@ pub async fn run(config: Config, warehouse: &Path, out: &mut (impl Write + Send)
             })?;
         }
     }
-    let (syncer, pipelines) = local_syncer(&emulator, config.clone(), warehouse, clock).await?;
+    let (syncer, mut pipelines) = local_syncer(&emulator, config.clone(), warehouse, clock).await?;
+    trim_horizons(&mut pipelines);
     let sink = syncer.sink.clone();
 
     let w = |out: &mut dyn Write, s: String| writeln!(out, "{s}").map_err(|e| SyncError::Other(e.to_string()));
@@ -174,6 +207,22 @@ pub async fn run(config: Config, warehouse: &Path, out: &mut (impl Write + Send)
         ),
     )?;
     Ok(())
+}
+
+/// Shorter backfills and text horizons than the shipped pipelines, so the
+/// demo's first sync fits in well under a minute of the Build plan's rate.
+fn trim_horizons(pipelines: &mut [pipeline::Pipeline]) {
+    for p in pipelines {
+        let (backfill, text) = match p.name.as_str() {
+            "news" => (Some(1), None),
+            "company_news" | "events_wire" => (Some(3), None),
+            "event_texts" => (None, Some(7)),
+            "filings" => (None, Some(200)),
+            _ => (None, None),
+        };
+        p.params.backfill_days = backfill.or(p.params.backfill_days);
+        p.params.text_days = text.or(p.params.text_days);
+    }
 }
 
 /// Prints one line per pipeline of a run.

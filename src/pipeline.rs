@@ -23,11 +23,17 @@ pub struct RawPipeline {
     /// Whether the route needs the API key (public routes such as coverage do not).
     #[serde(default = "yes")]
     pub auth: bool,
-    /// `none`: one request per run; `universe`: one per configured company.
+    /// `none`: one request per run; `universe`: one per configured company;
+    /// `countries`: one per configured country; `parent`: one per row of the
+    /// `parent` table still missing its child rows.
     pub fan_out: String,
-    /// How a response continues: `single` (one response holds everything).
+    /// With `fan_out = "parent"`: the table whose rows drive the requests.
+    pub parent: Option<String>,
+    /// How a response continues: `single` (one response holds everything),
+    /// `cursor` (news cursors: `after` forward, `before` back), `offset`
+    /// (the events wire: date windows paged by offset).
     pub paging: String,
-    /// Which record mapper reads the response: `company`, `prices`, `dividends`, `indices`, `coverage`.
+    /// Which strategy reads the responses (see [`Records`]).
     pub records: String,
     /// Tables written, each with its key and load rule exactly as the warehouse contract states them.
     pub tables: Vec<RawTarget>,
@@ -62,6 +68,18 @@ pub struct Params {
     pub restate_days: Option<u32>,
     /// macro: the history route of one series, with `{country}` and `{series}`.
     pub series_route: Option<String>,
+    /// news, company_news, events_wire: how far back the first sync reaches, in days.
+    pub backfill_days: Option<u32>,
+    /// Page size of paged routes (news: 1-200, wire: 1-200).
+    pub page_limit: Option<u32>,
+    /// event_texts, filings: only filings this recent get their texts fetched, in days.
+    pub text_days: Option<u32>,
+    /// filings: the section text route, with `{company}`, `{accession}` and `{section}`.
+    pub section_route: Option<String>,
+    /// geo: the layer list route.
+    pub layers_route: Option<String>,
+    /// monthly_revenue: days before a company without a mandate (404) is asked again.
+    pub recheck_days: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +88,15 @@ pub enum FanOut {
     Universe,
     /// One request per configured country (`universe.countries`).
     Countries,
+    /// One request per row of a parent table that still lacks its children.
+    Parent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paging {
+    Single,
+    Cursor,
+    Offset,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +108,43 @@ pub enum Records {
     Coverage,
     /// A country's series list, then each series' point-in-time history.
     Macro,
+    /// The news tape: forward with `after` and `changedSince`, back with `before`.
+    News,
+    /// Each company's own news (lineage included), with the same cursors.
+    CompanyNews,
+    NewsSources,
+    NewsTopics,
+    /// The per-company 8-K index: whole history once, then only what is new.
+    Events,
+    /// The market-wide 8-K wire, by date windows.
+    EventsWire,
+    EventsLatest,
+    /// 8-K item texts, once per (accession, item).
+    EventTexts,
+    Regulation,
+    MonthlyRevenue,
+    /// Filing notes and their section texts.
+    Filings,
+    /// Geo layers, then reviewed-asset counts per country.
+    Geo,
+}
+
+impl Records {
+    /// The fan-out and paging this strategy works with.
+    fn shape(self) -> (FanOut, Paging) {
+        use Records::*;
+        match self {
+            Company | Prices | Dividends | Regulation | MonthlyRevenue | Filings | Events => {
+                (FanOut::Universe, Paging::Single)
+            }
+            Indices | Coverage | NewsSources | NewsTopics | EventsLatest | Geo => (FanOut::None, Paging::Single),
+            Macro => (FanOut::Countries, Paging::Single),
+            News => (FanOut::None, Paging::Cursor),
+            CompanyNews => (FanOut::Universe, Paging::Cursor),
+            EventsWire => (FanOut::None, Paging::Offset),
+            EventTexts => (FanOut::Parent, Paging::Single),
+        }
+    }
 }
 
 impl Records {
@@ -92,6 +156,18 @@ impl Records {
             "indices" => Records::Indices,
             "coverage" => Records::Coverage,
             "macro" => Records::Macro,
+            "news" => Records::News,
+            "company_news" => Records::CompanyNews,
+            "news_sources" => Records::NewsSources,
+            "news_topics" => Records::NewsTopics,
+            "events" => Records::Events,
+            "events_wire" => Records::EventsWire,
+            "events_latest" => Records::EventsLatest,
+            "event_texts" => Records::EventTexts,
+            "regulation" => Records::Regulation,
+            "monthly_revenue" => Records::MonthlyRevenue,
+            "filings" => Records::Filings,
+            "geo" => Records::Geo,
             _ => return None,
         })
     }
@@ -107,6 +183,9 @@ pub struct Pipeline {
     pub route: String,
     pub auth: bool,
     pub fan_out: FanOut,
+    pub paging: Paging,
+    /// With [`FanOut::Parent`]: the table whose rows drive the requests.
+    pub parent: Option<&'static TableDef>,
     pub records: Records,
     pub tables: Vec<&'static TableDef>,
     pub schedule_text: String,
@@ -137,31 +216,94 @@ impl Pipeline {
             "none" => FanOut::None,
             "universe" => FanOut::Universe,
             "countries" => FanOut::Countries,
+            "parent" => FanOut::Parent,
             other => {
                 return Err(err(format!(
-                    "fan_out = {other:?}: expected \"none\", \"universe\" or \"countries\""
+                    "fan_out = {other:?}: expected \"none\", \"universe\", \"countries\" or \"parent\""
                 )));
             }
         };
-        if (fan_out == FanOut::Universe) != raw.route.contains("{company}") {
-            return Err(err(
-                "route must contain {company} exactly when fan_out = \"universe\"".into()
-            ));
+        if fan_out == FanOut::Universe && !raw.route.contains("{company}") {
+            return Err(err("fan_out = \"universe\" needs {company} in route".into()));
         }
+        if fan_out == FanOut::None && raw.route.contains("{company}") {
+            return Err(err("route has {company}: use fan_out = \"universe\"".into()));
+        }
+        let parent = match (&raw.parent, fan_out) {
+            (Some(name), FanOut::Parent) => {
+                Some(tables::table(name).ok_or_else(|| err(format!("parent = {name:?} is not a warehouse table")))?)
+            }
+            (None, FanOut::Parent) => return Err(err("fan_out = \"parent\" needs parent = \"<table>\"".into())),
+            (Some(_), _) => return Err(err("parent is only for fan_out = \"parent\"".into())),
+            (None, _) => None,
+        };
         if (fan_out == FanOut::Countries) != raw.route.contains("{country}") {
             return Err(err(
                 "route must contain {country} exactly when fan_out = \"countries\"".into()
             ));
         }
-        if raw.paging != "single" {
-            return Err(err(format!("paging = {:?}: expected \"single\"", raw.paging)));
-        }
+        let paging = match raw.paging.as_str() {
+            "single" => Paging::Single,
+            "cursor" => Paging::Cursor,
+            "offset" => Paging::Offset,
+            other => {
+                return Err(err(format!(
+                    "paging = {other:?}: expected \"single\", \"cursor\" or \"offset\""
+                )));
+            }
+        };
         let records = Records::parse(&raw.records).ok_or_else(|| {
             err(format!(
-                "records = {:?}: expected one of company, prices, dividends, indices, coverage, macro",
+                "records = {:?}: expected one of company, prices, dividends, indices, coverage, macro, news, \
+                 company_news, news_sources, news_topics, events, events_wire, events_latest, event_texts, \
+                 regulation, monthly_revenue, filings, geo",
                 raw.records
             ))
         })?;
+        let (want_fan_out, want_paging) = records.shape();
+        if (fan_out, paging) != (want_fan_out, want_paging) {
+            return Err(err(format!(
+                "records = {:?} works with fan_out = {:?} and paging = {:?}",
+                raw.records,
+                format!("{want_fan_out:?}").to_lowercase(),
+                format!("{want_paging:?}").to_lowercase()
+            )));
+        }
+        if let Some(limit) = raw.params.page_limit
+            && !(1..=200).contains(&limit)
+        {
+            return Err(err(format!("params.page_limit = {limit}: use 1 to 200")));
+        }
+        let needs = |param: &Option<String>, name: &str, holes: &[&str]| -> Result<(), ConfigError> {
+            let route = param.as_deref().unwrap_or_default();
+            if !route.starts_with("/api/") || holes.iter().any(|h| !route.contains(h)) {
+                return Err(err(format!(
+                    "records = {:?} needs params.{name}, a route starting /api/ with {}",
+                    raw.records,
+                    holes.join(", ")
+                )));
+            }
+            Ok(())
+        };
+        match records {
+            Records::Filings => needs(
+                &raw.params.section_route,
+                "section_route",
+                &["{company}", "{accession}", "{section}"],
+            )?,
+            Records::Geo => {
+                needs(&raw.params.layers_route, "layers_route", &[])?;
+                if !raw.route.contains("{layers}") {
+                    return Err(err("records = \"geo\" needs {layers} in route".into()));
+                }
+            }
+            Records::EventTexts if !raw.route.contains("{accession}") => {
+                return Err(err(
+                    "records = \"event_texts\" needs {company} and {accession} in route".into(),
+                ));
+            }
+            _ => {}
+        }
         let mut targets = Vec::new();
         for t in &raw.tables {
             let def =
@@ -206,6 +348,8 @@ impl Pipeline {
             route: raw.route,
             auth: raw.auth,
             fan_out,
+            paging,
+            parent,
             records,
             tables: targets,
             schedule_text: raw.schedule,

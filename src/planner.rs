@@ -72,6 +72,8 @@ pub fn requests_due(
             // A country's list, then one request per series: at least two.
             (FanOut::Countries, _) => 2 * universe.countries.len() as u64,
             (FanOut::None, _) => 1,
+            // Texts of filings not yet fetched: unknown until the parent table is read.
+            (FanOut::Parent, _) => 0,
         };
     }
     due

@@ -26,6 +26,8 @@ pub struct Rows {
     pub route: String,
     pub fetched_at: DateTime<Utc>,
     builders: Vec<BatchBuilder>,
+    /// Partitions of `replace` tables this response holds in full.
+    replaced: Vec<(&'static str, String)>,
     pub quarantined: Vec<Quarantined>,
 }
 
@@ -36,8 +38,17 @@ impl Rows {
             route: route.into(),
             fetched_at,
             builders: Vec::new(),
+            replaced: Vec::new(),
             quarantined: Vec::new(),
         }
+    }
+
+    /// Declares that these rows hold all of `partition` in `table` (a
+    /// [`crate::tables::LoadRule::Replace`] table): stored rows not among them go.
+    pub fn replace_partition(&mut self, table: &str, partition: &str) {
+        self.table(table);
+        let name = tables::table(table).expect("mappers name contract tables").name;
+        self.replaced.push((name, partition.to_owned()));
     }
 
     /// The builder for `table`, created on first use.
@@ -84,7 +95,14 @@ impl Rows {
     pub fn into_batches(self) -> Result<Vec<TableBatch>, SinkError> {
         let mut out = Vec::with_capacity(self.builders.len() + 1);
         for b in self.builders {
-            out.push(TableBatch::build(b)?);
+            let mut batch = TableBatch::build(b)?;
+            batch.partitions = self
+                .replaced
+                .iter()
+                .filter(|(t, _)| *t == batch.table.name)
+                .map(|(_, p)| p.clone())
+                .collect();
+            out.push(batch);
         }
         if !self.quarantined.is_empty() {
             let def = tables::table("_sync_quarantine").expect("quarantine table");
@@ -362,4 +380,292 @@ pub fn macro_observations(
             .end(raw.get(), &route);
     }
     newest
+}
+
+fn json_text<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+/// What the sync needs to know about a news item it loaded.
+#[derive(Debug, Clone)]
+pub struct NewsSeen {
+    pub id: String,
+    pub first_seen_at: Option<DateTime<Utc>>,
+}
+
+/// `news_items`, `news_headline_revisions` and the item's `news_sources` row.
+pub fn news_item(rows: &mut Rows, raw: &RawValue) -> Option<NewsSeen> {
+    let item: wire::NewsItem = rows.parse(raw, "news item")?;
+    let Some(version) = item.updated_at.or(item.first_seen_at) else {
+        rows.quarantine(raw.get(), "news item: neither updatedAt nor firstSeenAt".into());
+        return None;
+    };
+    if item.id.is_empty() {
+        rows.quarantine(raw.get(), "news item: empty id".into());
+        return None;
+    }
+    let route = rows.route.clone();
+    let source = item.source.as_ref();
+    rows.table("news_items")
+        .row()
+        .text(Some(&item.id))
+        .timestamp(item.published_at)
+        .timestamp(item.first_seen_at)
+        .timestamp(Some(version))
+        .text(item.headline.as_deref())
+        .text(item.snippet.as_deref())
+        .text(item.body.as_deref())
+        .text(item.url.as_deref())
+        .text(source.map(|s| s.id.as_str()))
+        .text(source.and_then(|s| s.name.as_deref()))
+        .text(source.and_then(|s| s.licence_class.as_deref()))
+        .text(source.and_then(|s| s.attribution.as_deref()))
+        .text(source.and_then(|s| s.display_policy.as_deref()))
+        .text_list(item.tickers.iter().map(String::as_str))
+        .text_list(item.ciks.iter().map(String::as_str))
+        .text_list(item.people.iter().map(String::as_str))
+        .text_list(item.indicators.iter().map(String::as_str))
+        .text_list(item.topics.iter().map(String::as_str))
+        .text(item.storyline_id.as_deref())
+        .int(item.importance)
+        .bool(item.flash)
+        .text(item.form.as_deref())
+        .end(raw.get(), &route);
+    if let Some(headline) = item.headline.as_deref() {
+        rows.table("news_headline_revisions")
+            .row()
+            .text(Some(&item.id))
+            .timestamp(Some(version))
+            .text(Some(headline))
+            .end(raw.get(), &route);
+    }
+    if let Some(s) = source {
+        let source_raw = json_text(
+            &serde_json::json!({"id": s.id, "name": s.name, "licenceClass": s.licence_class,
+            "attribution": s.attribution, "displayPolicy": s.display_policy}),
+        );
+        rows.table("news_sources")
+            .row()
+            .text(Some(&s.id))
+            .text(s.name.as_deref())
+            .text(s.licence_class.as_deref())
+            .text(s.attribution.as_deref())
+            .text(s.display_policy.as_deref())
+            .int(s.count_24h)
+            .end(&source_raw, &route);
+    }
+    Some(NewsSeen {
+        id: item.id,
+        first_seen_at: item.first_seen_at,
+    })
+}
+
+/// `news_sources` from the sources route.
+pub fn news_sources(rows: &mut Rows, page: &wire::NewsSourcesPage<'_>) {
+    let route = rows.route.clone();
+    for raw in &page.sources {
+        let Some(s) = rows.parse::<wire::NewsSource>(raw, "news source") else {
+            continue;
+        };
+        rows.table("news_sources")
+            .row()
+            .text(Some(&s.id))
+            .text(s.name.as_deref())
+            .text(s.licence_class.as_deref())
+            .text(s.attribution.as_deref())
+            .text(s.display_policy.as_deref())
+            .int(s.count_24h)
+            .end(raw.get(), &route);
+    }
+}
+
+/// `news_topics` from the topic taxonomy.
+pub fn news_topics(rows: &mut Rows, page: &wire::NewsTopicsPage<'_>) {
+    let route = rows.route.clone();
+    for raw in &page.topics {
+        let Some(t) = rows.parse::<wire::NewsTopic>(raw, "news topic") else {
+            continue;
+        };
+        rows.table("news_topics")
+            .row()
+            .text(Some(&t.key))
+            .text(t.name.as_deref())
+            .text(t.parent.as_deref())
+            .end(raw.get(), &route);
+    }
+}
+
+/// An `events` row; returns the entry. The filer is `company_key` when the
+/// route names it (the per-company index), else the entry's own `cik`.
+pub fn event(
+    rows: &mut Rows,
+    raw: &RawValue,
+    company_key: Option<&str>,
+    symbol: Option<&str>,
+) -> Option<wire::EventEntry> {
+    let e: wire::EventEntry = rows.parse(raw, "8-K event")?;
+    let Some(key) = company_key.or(e.cik.as_deref()).map(str::to_owned) else {
+        rows.quarantine(raw.get(), "8-K event: no cik names the filer".into());
+        return None;
+    };
+    let route = rows.route.clone();
+    rows.table("events")
+        .row()
+        .text(Some(&e.accession))
+        .text(Some(&key))
+        .text(Some(e.cik.as_deref().unwrap_or(&key)))
+        .text(e.symbol.as_deref().or(symbol))
+        .text(e.name.as_deref())
+        .text(e.family.as_deref())
+        .text_list(e.items.iter().map(String::as_str))
+        .date(e.filing_date.or(e.accepted_at.map(|t| t.date_naive())))
+        .timestamp(e.accepted_at)
+        .text(e.headline.as_deref())
+        .end(raw.get(), &route);
+    Some(e)
+}
+
+/// An `event_item_texts` row; the plain-text body is kept as a JSON string in `raw`.
+pub fn event_item_text(rows: &mut Rows, accession: &str, item: &str, company_key: &str, text: &str) {
+    let route = rows.route.clone();
+    rows.table("event_item_texts")
+        .row()
+        .text(Some(accession))
+        .text(Some(item))
+        .text(Some(company_key))
+        .text(Some(text))
+        .end(&json_text(&text), &route);
+}
+
+/// `regulation_actions` (the company's whole set, replacing what was stored)
+/// and a `regulation_coverage` observation.
+pub fn regulation(rows: &mut Rows, page: &wire::RegulationPage<'_>, company_key: &str) {
+    let route = rows.route.clone();
+    rows.replace_partition("regulation_actions", company_key);
+    for raw in &page.executive_actions {
+        let Some(a) = rows.parse::<wire::ExecutiveAction>(raw, "executive action") else {
+            continue;
+        };
+        for (rank, link) in a.links.iter().enumerate() {
+            rows.table("regulation_actions")
+                .row()
+                .text(Some(company_key))
+                .text(Some(&a.document_id))
+                .text(Some(&link.basis))
+                .text(a.title.as_deref())
+                .date(a.published_at)
+                .int(Some(rank as i64 + 1))
+                .text(link.evidence.as_deref())
+                .text(link.accession.as_deref())
+                .end(raw.get(), &route);
+        }
+    }
+    if let Some(raw) = page.coverage
+        && let Some(c) = rows.parse::<wire::RegulationCoverage>(raw, "regulation coverage")
+    {
+        let observed = rows.fetched_at;
+        rows.table("regulation_coverage")
+            .row()
+            .text(Some(company_key))
+            .timestamp(Some(observed))
+            .int(c.documents_read)
+            .int(c.documents_total)
+            .bool(c.complete)
+            .bool(c.pilot)
+            .end(raw.get(), &route);
+    }
+}
+
+/// `monthly_revenue`; returns the newest month.
+pub fn monthly_revenue(rows: &mut Rows, page: &wire::MonthlyRevenuePage<'_>, company_key: &str) -> Option<NaiveDate> {
+    let route = rows.route.clone();
+    let mut newest = None;
+    for raw in &page.months {
+        let Some(m) = rows.parse::<wire::RevenueMonth>(raw, "monthly revenue") else {
+            continue;
+        };
+        let Ok(month) = NaiveDate::parse_from_str(&format!("{}-01", m.month), "%Y-%m-%d") else {
+            rows.quarantine(
+                raw.get(),
+                format!("monthly revenue: month {:?} is not YYYY-MM", m.month),
+            );
+            continue;
+        };
+        newest = newest.max(Some(month));
+        rows.table("monthly_revenue")
+            .row()
+            .text(Some(company_key))
+            .date(Some(month))
+            .text(page.symbol.as_deref())
+            .float(m.revenue)
+            .float(m.yoy_pct)
+            .float(m.mom_pct)
+            .date(m.filed_at)
+            .text(page.currency.as_deref())
+            .text(page.licence.as_deref())
+            .end(raw.get(), &route);
+    }
+    newest
+}
+
+/// `filings` from the filing-notes list; returns each filing with its sections, newest first.
+pub fn filings(rows: &mut Rows, page: &wire::FilingNotesPage<'_>, company_key: &str) -> Vec<wire::FilingNote> {
+    let route = rows.route.clone();
+    let mut out = Vec::new();
+    for raw in &page.filings {
+        let Some(f) = rows.parse::<wire::FilingNote>(raw, "filing") else {
+            continue;
+        };
+        rows.table("filings")
+            .row()
+            .text(Some(&f.accession))
+            .text(Some(company_key))
+            .text(f.form.as_deref())
+            .date(f.filed_at)
+            .date(f.period_end)
+            .text_list(f.sections.iter().map(|s| s.key.as_str()))
+            .end(raw.get(), &route);
+        out.push(f);
+    }
+    out
+}
+
+/// One `filing_sections` row.
+pub fn filing_section(
+    rows: &mut Rows,
+    raw: &RawValue,
+    company_key: &str,
+    accession: &str,
+    section: &wire::SectionRef,
+) -> bool {
+    let Some(t) = rows.parse::<wire::SectionText>(raw, "filing section") else {
+        return false;
+    };
+    let route = rows.route.clone();
+    rows.table("filing_sections")
+        .row()
+        .text(Some(t.accession.as_deref().unwrap_or(accession)))
+        .text(Some(t.key.as_deref().unwrap_or(&section.key)))
+        .text(Some(company_key))
+        .text(t.title.as_deref().or(section.title.as_deref()))
+        .text(Some(&t.text))
+        .end(raw.get(), &route);
+    true
+}
+
+/// `geo_country_counts` observed on `day`.
+pub fn geo_country_counts(rows: &mut Rows, page: &wire::GeoCountriesPage<'_>, day: NaiveDate) {
+    let route = rows.route.clone();
+    for raw in &page.countries {
+        let Some(c) = rows.parse::<wire::GeoCountryCount>(raw, "geo country count") else {
+            continue;
+        };
+        rows.table("geo_country_counts")
+            .row()
+            .date(Some(day))
+            .text(Some(&c.layer))
+            .text(Some(&c.country))
+            .int(Some(c.count))
+            .end(raw.get(), &route);
+    }
 }

@@ -53,12 +53,22 @@ pub enum LoadRule {
     Upsert,
     /// Insert new keys; a key already stored is never touched.
     InsertOnce,
-    /// Keep every row (history and logs).
+    /// Keep every row (history and logs). With a key, a row whose key is
+    /// already stored is the same version seen again and is skipped.
     Append,
     /// Point-in-time history keyed by its whole content: a row seen before only
     /// has its `last_seen_at` moved; anything new is a new row; nothing is
     /// deleted or overwritten.
     History,
+    /// A partition (the first key column, such as a company) is replaced as a
+    /// whole by what the service serves now: rows no longer served go, new ones
+    /// come, unchanged ones are not rewritten. Partitions are named by the batch,
+    /// so a partition that became empty is emptied too.
+    Replace,
+    /// A change log: a row is appended only when its content differs from the
+    /// newest stored row of its partition (every key column but the last, which
+    /// orders the log).
+    AppendOnChange,
 }
 
 impl LoadRule {
@@ -68,6 +78,8 @@ impl LoadRule {
             "insert_once" => Some(LoadRule::InsertOnce),
             "append" => Some(LoadRule::Append),
             "history" => Some(LoadRule::History),
+            "replace" => Some(LoadRule::Replace),
+            "append_on_change" => Some(LoadRule::AppendOnChange),
             _ => None,
         }
     }
@@ -88,6 +100,14 @@ pub struct TableDef {
     pub load: LoadRule,
     /// Whether the entity columns `raw`, `_fetched_at`, `_run_id`, `_route` follow.
     pub lineage: bool,
+    /// Upsert: columns where a new row's NULL keeps the stored value. The same
+    /// record reaches these tables through routes that carry different fields
+    /// (a licence withholds a body, an index entry lacks the filer's name), and
+    /// an absent field is not news that the value went away.
+    pub keep_stored: &'static [&'static str],
+    /// Upsert: a column that orders versions of a row; an older version arriving
+    /// late never replaces a newer one.
+    pub newer_by: Option<&'static str>,
 }
 
 /// The columns every entity table carries after its own.
@@ -139,6 +159,8 @@ pub const COMPANIES: TableDef = TableDef {
     key: &["company_key"],
     load: LoadRule::Upsert,
     lineage: true,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 pub const PRICES_DAILY: TableDef = TableDef {
@@ -157,6 +179,8 @@ pub const PRICES_DAILY: TableDef = TableDef {
     key: &["company_key", "date"],
     load: LoadRule::Upsert,
     lineage: true,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 pub const DIVIDENDS: TableDef = TableDef {
@@ -178,6 +202,8 @@ pub const DIVIDENDS: TableDef = TableDef {
     key: &["company_key", "ex_date", "type"],
     load: LoadRule::Upsert,
     lineage: true,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 pub const DIVIDEND_SUMMARIES: TableDef = TableDef {
@@ -202,6 +228,8 @@ pub const DIVIDEND_SUMMARIES: TableDef = TableDef {
     key: &["company_key", "as_of_date"],
     load: LoadRule::Upsert,
     lineage: true,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 pub const MACRO_SERIES: TableDef = TableDef {
@@ -218,6 +246,8 @@ pub const MACRO_SERIES: TableDef = TableDef {
     key: &["country", "series_key"],
     load: LoadRule::Upsert,
     lineage: true,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 /// Every (period, vintage, value) ever served. `raw`, `_fetched_at`, `_run_id`
@@ -236,6 +266,8 @@ pub const MACRO_OBSERVATIONS: TableDef = TableDef {
     key: &["country", "series_key", "period", "vintage", "value"],
     load: LoadRule::History,
     lineage: true,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 pub const INDEX_SNAPSHOTS: TableDef = TableDef {
@@ -268,6 +300,8 @@ pub const INDEX_SNAPSHOTS: TableDef = TableDef {
     key: &["symbol", "last_price_date"],
     load: LoadRule::Upsert,
     lineage: true,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 pub const COVERAGE_SNAPSHOTS: TableDef = TableDef {
@@ -284,6 +318,243 @@ pub const COVERAGE_SNAPSHOTS: TableDef = TableDef {
     key: &["observed_date", "market", "data_type"],
     load: LoadRule::Upsert,
     lineage: true,
+    keep_stored: &[],
+    newer_by: None,
+};
+
+/// 8-K filings, from the per-company index, the market-wide wire and latest.
+pub const EVENTS: TableDef = TableDef {
+    name: "events",
+    columns: &[
+        col("accession", Text),
+        col("company_key", Text),
+        col("cik", Text),
+        col("symbol", Text),
+        col("name", Text),
+        col("family", Text),
+        col("items", TextList),
+        col("filing_date", Date),
+        col("accepted_at", Timestamp),
+        col("headline", Text),
+    ],
+    key: &["accession"],
+    load: LoadRule::Upsert,
+    lineage: true,
+    keep_stored: &["symbol", "name", "headline"],
+    newer_by: None,
+};
+
+/// Verbatim 8-K item texts; `item` is '' for a filing's uncoded item.
+pub const EVENT_ITEM_TEXTS: TableDef = TableDef {
+    name: "event_item_texts",
+    columns: &[
+        col("accession", Text),
+        col("item", Text),
+        col("company_key", Text),
+        col("text", Text),
+    ],
+    key: &["accession", "item"],
+    load: LoadRule::InsertOnce,
+    lineage: true,
+    keep_stored: &[],
+    newer_by: None,
+};
+
+/// The news tape, each item in its newest version. Fields a licence withholds
+/// are NULL, and an absent field never erases one stored from another route.
+pub const NEWS_ITEMS: TableDef = TableDef {
+    name: "news_items",
+    columns: &[
+        col("id", Text),
+        col("published_at", Timestamp),
+        col("first_seen_at", Timestamp),
+        col("updated_at", Timestamp),
+        col("headline", Text),
+        col("snippet", Text),
+        col("body", Text),
+        col("url", Text),
+        col("source_id", Text),
+        col("source_name", Text),
+        col("licence_class", Text),
+        col("attribution", Text),
+        col("display_policy", Text),
+        col("tickers", TextList),
+        col("ciks", TextList),
+        col("people", TextList),
+        col("indicators", TextList),
+        col("topics", TextList),
+        col("storyline_id", Text),
+        col("importance", Int),
+        col("flash", Bool),
+        col("form", Text),
+    ],
+    key: &["id"],
+    load: LoadRule::Upsert,
+    lineage: true,
+    keep_stored: &["snippet", "body", "url", "form"],
+    newer_by: Some("updated_at"),
+};
+
+/// Every headline version ever seen, by the item's `updatedAt`.
+pub const NEWS_HEADLINE_REVISIONS: TableDef = TableDef {
+    name: "news_headline_revisions",
+    columns: &[col("id", Text), col("updated_at", Timestamp), col("headline", Text)],
+    key: &["id", "updated_at"],
+    load: LoadRule::Append,
+    lineage: true,
+    keep_stored: &[],
+    newer_by: None,
+};
+
+/// Sources from the sources route (with 24-hour counts) and from the source
+/// object every item carries (with its display policy).
+pub const NEWS_SOURCES: TableDef = TableDef {
+    name: "news_sources",
+    columns: &[
+        col("source_id", Text),
+        col("name", Text),
+        col("licence_class", Text),
+        col("attribution", Text),
+        col("display_policy", Text),
+        col("count_24h", Int),
+    ],
+    key: &["source_id"],
+    load: LoadRule::Upsert,
+    lineage: true,
+    keep_stored: &["name", "licence_class", "attribution", "display_policy", "count_24h"],
+    newer_by: None,
+};
+
+pub const NEWS_TOPICS: TableDef = TableDef {
+    name: "news_topics",
+    columns: &[col("topic_key", Text), col("name", Text), col("parent_key", Text)],
+    key: &["topic_key"],
+    load: LoadRule::Upsert,
+    lineage: true,
+    keep_stored: &[],
+    newer_by: None,
+};
+
+/// Which news items a company's own feed served: items tagged to the company
+/// or to a predecessor in its corporate lineage (beyond the contract).
+pub const NEWS_COMPANY_ITEMS: TableDef = TableDef {
+    name: "news_company_items",
+    columns: &[
+        col("company_key", Text),
+        col("news_id", Text),
+        col("first_seen_at", Timestamp),
+    ],
+    key: &["company_key", "news_id"],
+    load: LoadRule::InsertOnce,
+    lineage: false,
+    keep_stored: &[],
+    newer_by: None,
+};
+
+/// One row per company, document and link basis; `rank` 1 is the strongest basis.
+pub const REGULATION_ACTIONS: TableDef = TableDef {
+    name: "regulation_actions",
+    columns: &[
+        col("company_key", Text),
+        col("document_id", Text),
+        col("basis", Text),
+        col("title", Text),
+        col("published_at", Date),
+        col("rank", Int),
+        col("evidence", Text),
+        col("accession", Text),
+    ],
+    key: &["company_key", "document_id", "basis"],
+    load: LoadRule::Replace,
+    lineage: true,
+    keep_stored: &[],
+    newer_by: None,
+};
+
+pub const REGULATION_COVERAGE: TableDef = TableDef {
+    name: "regulation_coverage",
+    columns: &[
+        col("company_key", Text),
+        col("observed_at", Timestamp),
+        col("documents_read", Int),
+        col("documents_total", Int),
+        col("complete", Bool),
+        col("pilot", Bool),
+    ],
+    key: &["company_key", "observed_at"],
+    load: LoadRule::AppendOnChange,
+    lineage: true,
+    keep_stored: &[],
+    newer_by: None,
+};
+
+/// Taiwan monthly revenue; `month` is the first day of the month.
+pub const MONTHLY_REVENUE: TableDef = TableDef {
+    name: "monthly_revenue",
+    columns: &[
+        col("company_key", Text),
+        col("month", Date),
+        col("symbol", Text),
+        col("revenue", Float),
+        col("yoy_pct", Float),
+        col("mom_pct", Float),
+        col("filed_at", Date),
+        col("currency", Text),
+        col("licence", Text),
+    ],
+    key: &["company_key", "month"],
+    load: LoadRule::Upsert,
+    lineage: true,
+    keep_stored: &[],
+    newer_by: None,
+};
+
+pub const FILINGS: TableDef = TableDef {
+    name: "filings",
+    columns: &[
+        col("accession", Text),
+        col("company_key", Text),
+        col("form", Text),
+        col("filed_at", Date),
+        col("period_end", Date),
+        col("section_keys", TextList),
+    ],
+    key: &["accession"],
+    load: LoadRule::InsertOnce,
+    lineage: true,
+    keep_stored: &[],
+    newer_by: None,
+};
+
+pub const FILING_SECTIONS: TableDef = TableDef {
+    name: "filing_sections",
+    columns: &[
+        col("accession", Text),
+        col("section_key", Text),
+        col("company_key", Text),
+        col("title", Text),
+        col("text", Text),
+    ],
+    key: &["accession", "section_key"],
+    load: LoadRule::InsertOnce,
+    lineage: true,
+    keep_stored: &[],
+    newer_by: None,
+};
+
+pub const GEO_COUNTRY_COUNTS: TableDef = TableDef {
+    name: "geo_country_counts",
+    columns: &[
+        col("observed_date", Date),
+        col("layer", Text),
+        col("country", Text),
+        col("count", Int),
+    ],
+    key: &["observed_date", "layer", "country"],
+    load: LoadRule::Upsert,
+    lineage: true,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 pub const SYNC_RUNS: TableDef = TableDef {
@@ -301,6 +572,8 @@ pub const SYNC_RUNS: TableDef = TableDef {
     key: &["run_id", "pipeline"],
     load: LoadRule::Upsert,
     lineage: false,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 pub const SYNC_CHECKPOINTS: TableDef = TableDef {
@@ -314,6 +587,8 @@ pub const SYNC_CHECKPOINTS: TableDef = TableDef {
     key: &["pipeline", "partition"],
     load: LoadRule::Upsert,
     lineage: false,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 pub const SYNC_QUARANTINE: TableDef = TableDef {
@@ -328,6 +603,8 @@ pub const SYNC_QUARANTINE: TableDef = TableDef {
     key: &[],
     load: LoadRule::Append,
     lineage: false,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 pub const SYNC_REQUESTS: TableDef = TableDef {
@@ -346,6 +623,8 @@ pub const SYNC_REQUESTS: TableDef = TableDef {
     key: &[],
     load: LoadRule::Append,
     lineage: false,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 /// The quota ledger: what the service last said about each key's windows, so
@@ -368,6 +647,8 @@ pub const SYNC_QUOTA: TableDef = TableDef {
     key: &["key_id"],
     load: LoadRule::Upsert,
     lineage: false,
+    keep_stored: &[],
+    newer_by: None,
 };
 
 pub const TABLES: &[TableDef] = &[
@@ -379,6 +660,19 @@ pub const TABLES: &[TableDef] = &[
     COVERAGE_SNAPSHOTS,
     MACRO_SERIES,
     MACRO_OBSERVATIONS,
+    EVENTS,
+    EVENT_ITEM_TEXTS,
+    NEWS_ITEMS,
+    NEWS_HEADLINE_REVISIONS,
+    NEWS_SOURCES,
+    NEWS_TOPICS,
+    NEWS_COMPANY_ITEMS,
+    REGULATION_ACTIONS,
+    REGULATION_COVERAGE,
+    MONTHLY_REVENUE,
+    FILINGS,
+    FILING_SECTIONS,
+    GEO_COUNTRY_COUNTS,
     SYNC_RUNS,
     SYNC_CHECKPOINTS,
     SYNC_QUARANTINE,
@@ -396,7 +690,14 @@ mod tests {
             for k in t.key {
                 assert!(t.columns.iter().any(|c| c.name == *k), "{}: key {k}", t.name);
             }
-            assert_eq!(t.key.is_empty(), t.load == LoadRule::Append, "{}", t.name);
+            assert!(!t.key.is_empty() || t.load == LoadRule::Append, "{}", t.name);
+            for c in t.keep_stored.iter().chain(t.newer_by.iter()) {
+                assert!(
+                    t.columns.iter().any(|k| k.name == *c && !t.key.contains(c)),
+                    "{}: {c}",
+                    t.name
+                );
+            }
         }
     }
 }

@@ -209,3 +209,222 @@ pub struct MacroPoint {
     pub value: f64,
     pub vintage: NaiveDate,
 }
+
+/// A news feed page (`/news/feed`, `/companies/{id}/news`, `/news/search`, stream frames).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewsPage<'a> {
+    #[serde(borrow, default)]
+    pub items: Vec<&'a RawValue>,
+    pub latest_id: Option<String>,
+    pub next_cursor: Option<String>,
+    #[serde(default)]
+    pub has_more: bool,
+    pub server_time: Option<String>,
+}
+
+/// A news item. Fields a licence withholds are absent.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewsItem {
+    pub id: String,
+    pub published_at: Option<DateTime<Utc>>,
+    pub first_seen_at: Option<DateTime<Utc>>,
+    pub updated_at: Option<DateTime<Utc>>,
+    pub headline: Option<String>,
+    pub snippet: Option<String>,
+    pub body: Option<String>,
+    pub url: Option<String>,
+    pub source: Option<NewsSource>,
+    #[serde(default)]
+    pub tickers: Vec<String>,
+    #[serde(default)]
+    pub ciks: Vec<String>,
+    #[serde(default)]
+    pub people: Vec<String>,
+    #[serde(default)]
+    pub indicators: Vec<String>,
+    #[serde(default)]
+    pub topics: Vec<String>,
+    pub storyline_id: Option<String>,
+    pub importance: Option<i64>,
+    pub flash: Option<bool>,
+    pub form: Option<String>,
+}
+
+/// A news source, as an item carries it or as `/news/sources` lists it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewsSource {
+    pub id: String,
+    pub name: Option<String>,
+    pub licence_class: Option<String>,
+    pub attribution: Option<String>,
+    pub display_policy: Option<String>,
+    #[serde(rename = "count24h")]
+    pub count_24h: Option<i64>,
+}
+
+/// `GET /news/sources`.
+#[derive(Debug, Deserialize)]
+pub struct NewsSourcesPage<'a> {
+    #[serde(borrow, default)]
+    pub sources: Vec<&'a RawValue>,
+}
+
+/// `GET /news/topics`.
+#[derive(Debug, Deserialize)]
+pub struct NewsTopicsPage<'a> {
+    #[serde(borrow, default)]
+    pub topics: Vec<&'a RawValue>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NewsTopic {
+    pub key: String,
+    pub name: Option<String>,
+    pub parent: Option<String>,
+}
+
+/// `GET /companies/{id}/events` (newest first), `/events/wire` and `/events/latest`.
+#[derive(Debug, Deserialize)]
+pub struct EventsPage<'a> {
+    pub cik: Option<String>,
+    pub symbol: Option<String>,
+    #[serde(borrow, default)]
+    pub events: Vec<&'a RawValue>,
+    /// The wire only: rows matching the query, and where this page starts.
+    pub total: Option<u64>,
+    pub offset: Option<u64>,
+}
+
+/// An 8-K event entry; the wire and latest add who filed it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventEntry {
+    pub accession: String,
+    pub family: Option<String>,
+    #[serde(default)]
+    pub items: Vec<String>,
+    pub filing_date: Option<NaiveDate>,
+    pub accepted_at: Option<DateTime<Utc>>,
+    pub headline: Option<String>,
+    pub cik: Option<String>,
+    pub symbol: Option<String>,
+    pub name: Option<String>,
+}
+
+/// `GET /companies/{id}/regulation`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegulationPage<'a> {
+    #[serde(borrow, default)]
+    pub executive_actions: Vec<&'a RawValue>,
+    pub coverage: Option<&'a RawValue>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutiveAction {
+    pub document_id: String,
+    pub title: Option<String>,
+    pub published_at: Option<NaiveDate>,
+    #[serde(default)]
+    pub links: Vec<RegulationLink>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RegulationLink {
+    pub basis: String,
+    pub evidence: Option<String>,
+    pub accession: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegulationCoverage {
+    pub documents_read: Option<i64>,
+    pub documents_total: Option<i64>,
+    pub complete: Option<bool>,
+    pub pilot: Option<bool>,
+}
+
+/// `GET /companies/{id}/monthly-revenue`.
+#[derive(Debug, Deserialize)]
+pub struct MonthlyRevenuePage<'a> {
+    pub symbol: Option<String>,
+    pub currency: Option<String>,
+    pub licence: Option<String>,
+    #[serde(borrow, default)]
+    pub months: Vec<&'a RawValue>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevenueMonth {
+    /// `YYYY-MM`.
+    pub month: String,
+    pub revenue: Option<f64>,
+    pub yoy_pct: Option<f64>,
+    pub mom_pct: Option<f64>,
+    pub filed_at: Option<NaiveDate>,
+}
+
+/// `GET /companies/{id}/filing-notes`, newest first.
+#[derive(Debug, Deserialize)]
+pub struct FilingNotesPage<'a> {
+    #[serde(borrow, default)]
+    pub filings: Vec<&'a RawValue>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FilingNote {
+    pub accession: String,
+    pub form: Option<String>,
+    pub filed_at: Option<NaiveDate>,
+    pub period_end: Option<NaiveDate>,
+    #[serde(default)]
+    pub sections: Vec<SectionRef>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SectionRef {
+    pub key: String,
+    pub title: Option<String>,
+}
+
+/// `GET /companies/{id}/filing-notes/{accession}/{sectionKey}`.
+#[derive(Debug, Deserialize)]
+pub struct SectionText {
+    pub accession: Option<String>,
+    pub key: Option<String>,
+    pub title: Option<String>,
+    pub text: String,
+}
+
+/// `GET /geo/layers`.
+#[derive(Debug, Deserialize)]
+pub struct GeoLayersPage {
+    #[serde(default)]
+    pub layers: Vec<GeoLayer>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct GeoLayer {
+    pub code: String,
+}
+
+/// `GET /geo/countries?layers=...`.
+#[derive(Debug, Deserialize)]
+pub struct GeoCountriesPage<'a> {
+    #[serde(borrow, default)]
+    pub countries: Vec<&'a RawValue>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct GeoCountryCount {
+    pub layer: String,
+    pub country: String,
+    pub count: i64,
+}

@@ -18,3 +18,5 @@ mod incremental;
 mod macro_history;
 /// Pacing and retries: no self-caused 429, Retry-After honoured, quota stops.
 mod pacing;
+/// Every pipeline's tables against the emulator's ground truth.
+mod pipelines;

@@ -90,11 +90,18 @@ async fn syncer(config: Config, clock: &Clock) -> Syncer {
     }
 }
 
+/// The pipelines the client-side tests (pacing, budgets, incremental loads)
+/// were written against: one request per company or route, a known count.
+pub const FOUNDATION: &[&str] = &["companies", "indices", "prices", "dividends", "coverage", "macro"];
+
 pub struct Harness {
     pub emulator: RunningEmulator,
     pub clock: Clock,
     pub syncer: Syncer,
+    /// The [`FOUNDATION`] pipelines.
     pub pipelines: Vec<Pipeline>,
+    /// Every pipeline file in `pipelines/`.
+    pub all_pipelines: Vec<Pipeline>,
     /// Keeps the warehouse directory alive for the test.
     pub _tempdir: tempfile::TempDir,
 }
@@ -112,13 +119,19 @@ impl Harness {
         let warehouse = dir.path().join("wh.duckdb");
         let text = config_text(&emulator.base_url(), &warehouse, companies);
         let config = Config::from_toml(&text, Path::new("test.toml"), std::iter::empty()).unwrap();
-        let pipelines = pipeline::load_dir(&config.pipelines.dir, None).unwrap();
+        let all_pipelines = pipeline::load_dir(&config.pipelines.dir, None).unwrap();
+        let pipelines = all_pipelines
+            .iter()
+            .filter(|p| FOUNDATION.contains(&p.name.as_str()))
+            .cloned()
+            .collect();
         let syncer = syncer(config, &clock).await;
         Harness {
             emulator,
             clock,
             syncer,
             pipelines,
+            all_pipelines,
             _tempdir: dir,
         }
     }

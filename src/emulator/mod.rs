@@ -171,10 +171,13 @@ pub struct Faults {
     /// Responses delayed by `slow_ms` (real time).
     pub slow: f64,
     pub slow_ms: u64,
+    /// A 200 whose first record list has its first record replaced by one of
+    /// the wrong shape (the rest of the page intact): a record to quarantine.
+    pub bad_record: f64,
 }
 
 impl Faults {
-    /// `5xx=0.1,reset=0.05,truncate=0.05,slow=0.1,slow_ms=200`.
+    /// `5xx=0.1,reset=0.05,truncate=0.05,slow=0.1,slow_ms=200,bad_record=0.1`.
     pub fn parse(s: &str) -> Result<Faults, String> {
         let mut f = Faults {
             slow_ms: 200,
@@ -190,11 +193,16 @@ impl Faults {
                 "reset" => &mut f.reset,
                 "truncate" => &mut f.truncate,
                 "slow" => &mut f.slow,
+                "bad_record" => &mut f.bad_record,
                 "slow_ms" => {
                     f.slow_ms = rate as u64;
                     continue;
                 }
-                _ => return Err(format!("{k:?}: expected 5xx, reset, truncate, slow or slow_ms")),
+                _ => {
+                    return Err(format!(
+                        "{k:?}: expected 5xx, reset, truncate, slow, slow_ms or bad_record"
+                    ));
+                }
             };
             if !(0.0..=1.0).contains(&rate) {
                 return Err(format!("{part:?}: a rate is between 0 and 1"));
@@ -1234,6 +1242,23 @@ async fn inject_faults(State(state): State<Arc<AppState>>, req: Request, next: N
         let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
         parts.headers.remove(axum::http::header::CONTENT_LENGTH);
         return Response::from_parts(parts, axum::body::Body::from(bytes.slice(..bytes.len() / 2)));
+    }
+    if roll(5) < faults.bad_record && response.status().is_success() {
+        let (mut parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+        let mut value: serde_json::Value = match serde_json::from_slice(&bytes) {
+            Ok(v) => v,
+            Err(_) => return Response::from_parts(parts, axum::body::Body::from(bytes)),
+        };
+        let list = value
+            .as_object_mut()
+            .and_then(|o| o.values_mut().find_map(|v| v.as_array_mut().filter(|a| !a.is_empty())));
+        if let Some(list) = list {
+            injected();
+            list[0] = json!({"malformed": "an injected record of the wrong shape"});
+        }
+        parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+        return Response::from_parts(parts, axum::body::Body::from(value.to_string()));
     }
     response
 }

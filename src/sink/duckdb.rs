@@ -134,11 +134,16 @@ impl DuckDbSink {
 
     fn commit_inner(&mut self, commit: Commit) -> Result<CommitStats, SinkError> {
         let mut stats = CommitStats::default();
-        for TableBatch { table, batch } in commit.batches {
-            if batch.num_rows() == 0 {
+        for TableBatch {
+            table,
+            batch,
+            partitions,
+        } in commit.batches
+        {
+            if batch.num_rows() == 0 && partitions.is_empty() {
                 continue;
             }
-            let written = self.load(table, batch)?;
+            let written = self.load(table, batch, &partitions)?;
             if table.lineage {
                 stats.rows_written += written;
                 match stats.per_table.iter_mut().find(|(name, _)| *name == table.name) {
@@ -159,14 +164,19 @@ impl DuckDbSink {
                     .timestamp(Some(now))
                     .end_bare();
             }
-            let TableBatch { table, batch } = TableBatch::build(b)?;
-            self.load(table, batch)?;
+            let TableBatch { table, batch, .. } = TableBatch::build(b)?;
+            self.load(table, batch, &[])?;
         }
         Ok(stats)
     }
 
     /// Loads one batch by its table's rule and returns the rows inserted or changed.
-    fn load(&mut self, table: &'static TableDef, batch: arrow::record_batch::RecordBatch) -> Result<u64, SinkError> {
+    fn load(
+        &mut self,
+        table: &'static TableDef,
+        batch: arrow::record_batch::RecordBatch,
+        partitions: &[String],
+    ) -> Result<u64, SinkError> {
         let stage = staging(table);
         let stage_cols: Vec<String> = table
             .all_columns()
@@ -194,16 +204,43 @@ impl DuckDbSink {
         let target = ident(table.name);
         let cols: Vec<String> = table.all_columns().map(|c| ident(c.name)).collect();
         let col_list = cols.join(", ");
+        let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
+        let s_cols = s_cols.join(", ");
+        let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
+        let key_eq = |a: &str, b: &str, key: &[String]| -> String {
+            let on: Vec<String> = key.iter().map(|k| format!("{a}.{k} = {b}.{k}")).collect();
+            on.join(" AND ")
+        };
+        // The last staged row of each key wins: a page may carry a record twice.
+        let newest_staged = |by: &[String]| {
+            format!(
+                "SELECT * FROM {stage} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY rowid DESC) = 1",
+                by.join(", ")
+            )
+        };
+        let own_values_equal = |a: &str, b: &str| -> Vec<String> {
+            table
+                .columns
+                .iter()
+                .filter(|c| !table.key.contains(&c.name))
+                .map(|c| {
+                    let n = ident(c.name);
+                    format!("{a}.{n} IS NOT DISTINCT FROM {b}.{n}")
+                })
+                .collect()
+        };
         let sql = match table.load {
-            LoadRule::Append => format!("INSERT INTO {target} ({col_list}) SELECT {col_list} FROM {stage}"),
+            LoadRule::Append if key.is_empty() => {
+                format!("INSERT INTO {target} ({col_list}) SELECT {col_list} FROM {stage}")
+            }
+            LoadRule::Append | LoadRule::InsertOnce => format!(
+                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ANTI JOIN {target} t ON {}",
+                newest_staged(&key),
+                key_eq("t", "s", &key)
+            ),
             LoadRule::History => {
-                let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
-                let on: Vec<String> = key.iter().map(|k| format!("t.{k} = s.{k}")).collect();
-                let on = on.join(" AND ");
-                let distinct = format!(
-                    "SELECT * FROM {stage} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY rowid DESC) = 1",
-                    key.join(", ")
-                );
+                let on = key_eq("t", "s", &key);
+                let distinct = newest_staged(&key);
                 // Seen again: only the last sighting moves.
                 self.conn
                     .execute(
@@ -214,42 +251,88 @@ impl DuckDbSink {
                         [],
                     )
                     .map_err(sql_err(table.name, "touching rows seen again"))?;
-                let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
                 format!(
-                    "INSERT INTO {target} ({col_list}) SELECT {} FROM ({distinct}) s ANTI JOIN {target} t ON {on}",
-                    s_cols.join(", ")
+                    "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({distinct}) s ANTI JOIN {target} t ON {on}"
                 )
             }
-            LoadRule::InsertOnce | LoadRule::Upsert => {
-                let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
-                let latest = format!(
-                    "SELECT * FROM {stage} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY rowid DESC) = 1",
-                    key.join(", ")
-                );
-                let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
-                let mut same: Vec<String> = key.iter().map(|k| format!("t.{k} = s.{k}")).collect();
-                let verb = match (table.load, table.lineage) {
-                    (LoadRule::InsertOnce, _) => "INSERT",
-                    (_, true) => {
-                        // A row whose content is unchanged is not rewritten: its lineage
-                        // (_run_id, _fetched_at) keeps saying when it really arrived.
-                        for c in table.columns.iter().filter(|c| !table.key.contains(&c.name)) {
-                            let n = ident(c.name);
-                            same.push(format!("t.{n} IS NOT DISTINCT FROM s.{n}"));
-                        }
-                        same.push("t.raw::VARCHAR IS NOT DISTINCT FROM s.raw".into());
-                        "INSERT OR REPLACE"
-                    }
-                    // Bookkeeping rows (checkpoints, runs) always take the newest values.
-                    (_, false) => {
-                        same.push("false".into());
-                        "INSERT OR REPLACE"
-                    }
-                };
-                // ANTI JOIN rather than NOT EXISTS: DuckDB plans it several times faster.
+            LoadRule::AppendOnChange => {
+                let (part, order) = key.split_at(key.len() - 1);
+                let order = &order[0];
+                let unchanged = own_values_equal("t", "s");
                 format!(
-                    "{verb} INTO {target} ({col_list}) SELECT {} FROM ({latest}) s ANTI JOIN {target} t ON {}",
-                    s_cols.join(", "),
+                    "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s \
+                     LEFT JOIN (SELECT * FROM {target} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY {order} DESC) = 1) t \
+                     ON {} WHERE (t.{} IS NULL OR NOT ({})) \
+                     AND NOT EXISTS (SELECT 1 FROM {target} k WHERE {})",
+                    newest_staged(part),
+                    part.join(", "),
+                    key_eq("t", "s", part),
+                    part[0],
+                    unchanged.join(" AND "),
+                    key_eq("k", "s", &key)
+                )
+            }
+            LoadRule::Upsert | LoadRule::Replace => {
+                if table.load == LoadRule::Replace && !partitions.is_empty() {
+                    let part = &key[0];
+                    let values: Vec<String> = partitions
+                        .iter()
+                        .map(|p| format!("'{}'", p.replace('\'', "''")))
+                        .collect();
+                    self.conn
+                        .execute(
+                            &format!(
+                                "DELETE FROM {target} t WHERE t.{part} IN ({}) \
+                                 AND NOT EXISTS (SELECT 1 FROM {stage} s WHERE {})",
+                                values.join(", "),
+                                key_eq("t", "s", &key)
+                            ),
+                            [],
+                        )
+                        .map_err(sql_err(table.name, "removing rows the service no longer serves"))?;
+                }
+                // The staged row, with stored values kept where the new one is NULL
+                // (`keep_stored`), and dropped when older than the stored version.
+                let merged_cols: Vec<String> = cols
+                    .iter()
+                    .zip(table.all_columns())
+                    .map(|(q, c)| {
+                        if table.keep_stored.contains(&c.name) {
+                            format!("COALESCE(s.{q}, t.{q}) AS {q}")
+                        } else {
+                            format!("s.{q}")
+                        }
+                    })
+                    .collect();
+                let not_older = match table.newer_by {
+                    Some(v) => {
+                        let v = ident(v);
+                        format!("WHERE t.{} IS NULL OR s.{v} >= t.{v}", key[0])
+                    }
+                    None => String::new(),
+                };
+                let merged = format!(
+                    "SELECT {} FROM ({}) s LEFT JOIN {target} t ON {} {not_older}",
+                    merged_cols.join(", "),
+                    newest_staged(&key),
+                    key_eq("t", "s", &key)
+                );
+                let mut same = vec![key_eq("t", "s", &key)];
+                if table.lineage {
+                    // A row whose content is unchanged is not rewritten: its lineage
+                    // (_run_id, _fetched_at) keeps saying when it really arrived.
+                    same.extend(own_values_equal("t", "s"));
+                    // Tables fed by several routes compare content only: each route
+                    // serves the same record in its own envelope.
+                    if table.keep_stored.is_empty() {
+                        same.push("t.raw::VARCHAR IS NOT DISTINCT FROM s.raw".into());
+                    }
+                } else {
+                    // Bookkeeping rows (checkpoints, runs) always take the newest values.
+                    same.push("false".into());
+                }
+                format!(
+                    "INSERT OR REPLACE INTO {target} ({col_list}) SELECT {s_cols} FROM ({merged}) s ANTI JOIN {target} t ON {}",
                     same.join(" AND ")
                 )
             }

@@ -39,6 +39,9 @@ pub enum SinkError {
 pub struct TableBatch {
     pub table: &'static TableDef,
     pub batch: RecordBatch,
+    /// [`LoadRule::Replace`](crate::tables::LoadRule::Replace): the partitions
+    /// this batch holds in full, even those it holds no row of.
+    pub partitions: Vec<String>,
 }
 
 impl TableBatch {
@@ -52,7 +55,11 @@ impl TableBatch {
             table: table.name.into(),
             source,
         })?;
-        Ok(TableBatch { table, batch })
+        Ok(TableBatch {
+            table,
+            batch,
+            partitions: Vec::new(),
+        })
     }
 }
 

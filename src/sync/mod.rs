@@ -4,7 +4,10 @@
 //! A failing pipeline is recorded and the next one runs; a refused key or an
 //! exhausted quota stops the run, since every further request would fail too.
 
+mod documents;
+mod events;
 mod macro_history;
+mod news;
 
 use std::fmt;
 
@@ -119,6 +122,18 @@ struct Progress {
     /// Problems that did not stop the pipeline (it ends `partial`).
     problems: Vec<String>,
 }
+
+impl Progress {
+    fn absorb(&mut self, other: Progress) {
+        self.rows_written += other.rows_written;
+        self.quarantined += other.quarantined;
+        self.problems.extend(other.problems);
+    }
+}
+
+/// The cursor of a company without a monthly revenue mandate: the day the
+/// service said so (404), so it is asked again only after `recheck_days`.
+const NO_MANDATE: &str = "no_mandate:";
 
 const UNIVERSE_PIPELINE: &str = "companies";
 
@@ -411,10 +426,13 @@ impl Syncer {
         universe: &mut Option<Vec<Member>>,
     ) -> Result<Progress, (Progress, SyncError)> {
         let mut progress = Progress::default();
-        let result = match pipeline.fan_out {
-            FanOut::None => self.run_single(pipeline, run_id, &mut progress).await,
-            FanOut::Universe => self.run_fan_out(pipeline, run_id, universe, &mut progress).await,
-            FanOut::Countries => self.run_macro(pipeline, run_id, &mut progress).await,
+        let result = match (pipeline.fan_out, pipeline.records) {
+            (_, Records::News) => self.run_news(pipeline, run_id, &mut progress).await,
+            (_, Records::EventsWire) => self.run_events_wire(pipeline, run_id, &mut progress).await,
+            (_, Records::Geo) => self.run_geo(pipeline, run_id, &mut progress).await,
+            (FanOut::None, _) => self.run_single(pipeline, run_id, &mut progress).await,
+            (FanOut::Countries, _) => self.run_macro(pipeline, run_id, &mut progress).await,
+            (FanOut::Universe | FanOut::Parent, _) => self.run_members(pipeline, run_id, universe, &mut progress).await,
         };
         match result {
             Ok(()) => Ok(progress),
@@ -442,6 +460,23 @@ impl Syncer {
                         records::coverage(&mut rows, &page);
                         page.generated_at.to_rfc3339()
                     }
+                    Records::NewsSources => {
+                        let page: wire::NewsSourcesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                        records::news_sources(&mut rows, &page);
+                        rows.fetched_at.to_rfc3339()
+                    }
+                    Records::NewsTopics => {
+                        let page: wire::NewsTopicsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                        records::news_topics(&mut rows, &page);
+                        rows.fetched_at.to_rfc3339()
+                    }
+                    Records::EventsLatest => {
+                        let page: wire::EventsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                        for raw in &page.events {
+                            records::event(&mut rows, raw, None, None);
+                        }
+                        rows.fetched_at.to_rfc3339()
+                    }
                     other => return Err(format!("records = {other:?} needs fan_out = \"universe\"")),
                 };
                 Ok((rows, cursor))
@@ -458,7 +493,17 @@ impl Syncer {
         Ok(())
     }
 
-    async fn run_fan_out(
+    pub(super) async fn checkpoints_of(
+        &self,
+        pipeline: &Pipeline,
+    ) -> Result<std::collections::HashMap<String, crate::sink::StoredCheckpoint>, SyncError> {
+        let name = pipeline.name.clone();
+        Ok(self.sink.call(move |s| s.checkpoints(&name)).await??)
+    }
+
+    /// Pipelines that go company by company: the universe resolved once per
+    /// run, then the least recently synced companies first.
+    async fn run_members(
         &self,
         pipeline: &Pipeline,
         run_id: &str,
@@ -471,15 +516,42 @@ impl Syncer {
         if pipeline.records == Records::Company {
             return Ok(());
         }
-        let checkpoints = {
-            let name = pipeline.name.clone();
-            self.sink.call(move |s| s.checkpoints(&name)).await??
-        };
+        let checkpoints = self.checkpoints_of(pipeline).await?;
         let members = planner::stalest_first(universe.clone().unwrap_or_default(), |m| {
             checkpoints.get(&m.key).map(|c| c.updated_at)
         });
+        match pipeline.records {
+            Records::CompanyNews => self.run_company_news(pipeline, run_id, members, progress).await,
+            Records::Events => self.run_events_index(pipeline, run_id, members, progress).await,
+            Records::EventTexts => self.run_event_texts(pipeline, run_id, members, progress).await,
+            Records::Filings => self.run_filings(pipeline, run_id, members, progress).await,
+            _ => self.run_fan_out(pipeline, run_id, members, checkpoints, progress).await,
+        }
+    }
+
+    /// One request per company, its rows committed with the company's checkpoint.
+    async fn run_fan_out(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        members: Vec<Member>,
+        checkpoints: std::collections::HashMap<String, crate::sink::StoredCheckpoint>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
         let today = self.clock.now().date_naive();
         let records = pipeline.records;
+        let recheck = chrono::Duration::days(i64::from(pipeline.params.recheck_days.unwrap_or(30)));
+        // A company the service said has no mandate is not asked again until the recheck is due.
+        let members: Vec<Member> = members
+            .into_iter()
+            .filter(|m| {
+                let since = checkpoints
+                    .get(&m.key)
+                    .and_then(|c| c.cursor.strip_prefix(NO_MANDATE))
+                    .and_then(|d| d.parse::<NaiveDate>().ok());
+                since.is_none_or(|d| today - d >= recheck)
+            })
+            .collect();
         // Requests run `concurrency` at a time, sharing one rate budget; their
         // results are committed one by one in member order.
         let fetches = members.iter().map(|member| {
@@ -511,6 +583,17 @@ impl Syncer {
                                 let as_of = rows.fetched_at.date_naive();
                                 records::dividends(&mut rows, &page, &key, as_of)
                             }
+                            Records::Regulation => {
+                                let page: wire::RegulationPage =
+                                    serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                                records::regulation(&mut rows, &page, &key);
+                                Some(rows.fetched_at.date_naive())
+                            }
+                            Records::MonthlyRevenue => {
+                                let page: wire::MonthlyRevenuePage =
+                                    serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                                records::monthly_revenue(&mut rows, &page, &key)
+                            }
                             other => return Err(format!("records = {other:?} cannot fan out over companies")),
                         };
                         Ok((rows, newest))
@@ -521,6 +604,18 @@ impl Syncer {
         });
         let mut results = futures::stream::iter(fetches).buffered(self.config.upstream.concurrency);
         while let Some((key, partial, fetched)) = results.next().await {
+            if records == Records::MonthlyRevenue
+                && let Err(UpstreamError::NotFound { .. }) = &fetched
+            {
+                let checkpoint = Checkpoint {
+                    pipeline: pipeline.name.clone(),
+                    partition: key,
+                    cursor: format!("{NO_MANDATE}{today}"),
+                };
+                let rows = Rows::new(run_id, &pipeline.route, self.clock.now());
+                self.commit(run_id, rows, Some(checkpoint), progress).await?;
+                continue;
+            }
             let Some((rows, newest)) = found(fetched, progress)? else {
                 continue;
             };

@@ -1,0 +1,160 @@
+//! Per-company documents that need more than one request: filing notes with
+//! their section texts, and the geo layers with their country counts.
+
+use chrono::Duration;
+use futures::StreamExt;
+use serde_json::value::RawValue;
+
+use super::{Member, Progress, SyncError, Syncer, found, upstream_error};
+use crate::pipeline::Pipeline;
+use crate::records::{self, Rows};
+use crate::sink::Checkpoint;
+use crate::sink::duckdb::sql_err;
+use crate::upstream::{Access, encode};
+use crate::wire;
+
+impl Syncer {
+    /// Each company's filing list (one request: new filings inserted once),
+    /// then the section texts not yet stored of filings filed in the last
+    /// `text_days`. Filings never change once served, so a stored section is
+    /// never asked for again.
+    pub(super) async fn run_filings(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        members: Vec<Member>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let section_route = pipeline.params.section_route.clone().expect("validated when loaded");
+        let since = self.clock.now().date_naive() - Duration::days(i64::from(pipeline.params.text_days.unwrap_or(730)));
+        for member in members {
+            let route = pipeline.route.replace("{company}", &encode(&member.key));
+            let fetched = self
+                .client
+                .get(&route, Access::Key, |body| {
+                    let page: wire::FilingNotesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                    let mut rows = Rows::new(run_id, &route, self.clock.now());
+                    let filings = records::filings(&mut rows, &page, &member.key);
+                    Ok((rows, filings))
+                })
+                .await;
+            let Some((rows, filings)) = found(fetched, progress)? else {
+                continue;
+            };
+            let newest = filings.first().map(|f| f.accession.clone());
+            let checkpoint = newest.map(|accession| Checkpoint {
+                pipeline: pipeline.name.clone(),
+                partition: member.key.clone(),
+                cursor: accession,
+            });
+            self.commit(run_id, rows, checkpoint, progress).await?;
+            let key = member.key.clone();
+            let stored: std::collections::HashSet<(String, String)> = self
+                .sink
+                .call(move |s| {
+                    let mut stmt = s
+                        .connection()
+                        .prepare("SELECT accession, section_key FROM filing_sections WHERE company_key = ?")
+                        .map_err(sql_err("filing_sections", "listing stored sections"))?;
+                    let rows = stmt
+                        .query_map([key], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .map_err(sql_err("filing_sections", "listing stored sections"))?;
+                    rows.collect::<Result<_, _>>()
+                        .map_err(sql_err("filing_sections", "listing stored sections"))
+                })
+                .await??;
+            let wanted = filings
+                .into_iter()
+                .filter(|f| f.filed_at.is_none_or(|d| d >= since))
+                .flat_map(|f| {
+                    let accession = f.accession;
+                    f.sections
+                        .into_iter()
+                        .map(move |s| (accession.clone(), s))
+                        .collect::<Vec<_>>()
+                })
+                .filter(|(accession, s)| !stored.contains(&(accession.clone(), s.key.clone())));
+            let fetches = wanted.map(|(accession, section)| {
+                let route = section_route
+                    .replace("{company}", &encode(&member.key))
+                    .replace("{accession}", &encode(&accession))
+                    .replace("{section}", &encode(&section.key));
+                let company = member.key.clone();
+                async move {
+                    self.client
+                        .get(&route, Access::Key, |body| {
+                            let raw: &RawValue = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                            let mut rows = Rows::new(run_id, &route, self.clock.now());
+                            records::filing_section(&mut rows, raw, &company, &accession, &section);
+                            Ok(rows)
+                        })
+                        .await
+                }
+            });
+            let mut results = futures::stream::iter(fetches).buffered(self.config.upstream.concurrency);
+            while let Some(fetched) = results.next().await {
+                if let Some(rows) = found(fetched, progress)? {
+                    self.commit(run_id, rows, None, progress).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The layer list, then counts for the configured layers it knows (all of
+    /// them when none are configured); an unknown configured layer is reported
+    /// rather than sent, since the service would refuse the whole request.
+    pub(super) async fn run_geo(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let layers_route = pipeline.params.layers_route.clone().expect("validated when loaded");
+        let known: Vec<String> = self
+            .client
+            .get(&layers_route, Access::Key, |body| {
+                let page: wire::GeoLayersPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                Ok(page.layers.into_iter().map(|l| l.code).collect())
+            })
+            .await
+            .map_err(upstream_error)?
+            .value;
+        let configured = &self.config.universe.geo_layers;
+        let layers: Vec<String> = if configured.is_empty() {
+            known.clone()
+        } else {
+            for layer in configured.iter().filter(|l| !known.contains(l)) {
+                progress.problems.push(format!(
+                    "universe.geo_layers: {layer:?} is not a layer the service lists (known: {}); fix or remove it",
+                    known.join(", ")
+                ));
+            }
+            configured.iter().filter(|l| known.contains(l)).cloned().collect()
+        };
+        if layers.is_empty() {
+            return Ok(());
+        }
+        let joined: Vec<String> = layers.iter().map(|l| encode(l)).collect();
+        let route = pipeline.route.replace("{layers}", &joined.join(","));
+        let day = self.clock.now().date_naive();
+        let rows = self
+            .client
+            .get(&route, Access::Key, |body| {
+                let page: wire::GeoCountriesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let mut rows = Rows::new(run_id, &route, self.clock.now());
+                records::geo_country_counts(&mut rows, &page, day);
+                Ok(rows)
+            })
+            .await
+            .map_err(upstream_error)?
+            .value;
+        let checkpoint = Checkpoint {
+            pipeline: pipeline.name.clone(),
+            partition: String::new(),
+            cursor: day.to_string(),
+        };
+        self.commit(run_id, rows, Some(checkpoint), progress).await?;
+        Ok(())
+    }
+}

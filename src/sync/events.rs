@@ -1,0 +1,334 @@
+//! 8-K events: the market-wide wire by filing date, each company's index, and
+//! the item texts of the configured companies' recent filings.
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::{Member, Progress, SyncError, Syncer, found, upstream_error};
+use crate::pipeline::Pipeline;
+use crate::records::{self, Rows};
+use crate::sink::Checkpoint;
+use crate::sink::duckdb::sql_err;
+use crate::upstream::{Access, UpstreamError, encode};
+use crate::wire;
+
+/// How far back a stored event whose headline is still gated pulls the wire's
+/// next window: the gate passes within hours.
+const GATED_LOOKBACK_DAYS: i64 = 7;
+/// New filings allowed for beyond what the warehouse already knows about.
+const INDEX_MARGIN: i64 = 5;
+const MAX_INDEX_LIMIT: i64 = 500;
+
+/// A company index checkpoint: the newest filing seen.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct IndexCursor {
+    accession: String,
+    accepted_at: Option<DateTime<Utc>>,
+}
+
+/// A wire page mapped to rows.
+struct WirePage {
+    rows: Rows,
+    total: Option<u64>,
+    count: usize,
+}
+
+impl Syncer {
+    /// The wire, one filing date at a time, oldest first. A day whose `total`
+    /// moved while it was read is read again: arrivals can land anywhere in
+    /// an offset order, and a repeat is harmless (rows are keyed by accession).
+    pub(super) async fn run_events_wire(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let checkpoints = self.checkpoints_of(pipeline).await?;
+        let today = self.clock.now().date_naive();
+        let limit = pipeline.params.page_limit.unwrap_or(200);
+        let horizon = today - Duration::days(i64::from(pipeline.params.backfill_days.unwrap_or(7)));
+        let mut start = checkpoints
+            .get("")
+            .and_then(|c| c.cursor.parse::<NaiveDate>().ok())
+            .map_or(horizon, |done| done - Duration::days(1));
+        let lookback = today - Duration::days(GATED_LOOKBACK_DAYS);
+        let gated: Option<NaiveDate> = self
+            .sink
+            .call(move |s| {
+                s.connection()
+                    .query_row(
+                        "SELECT min(filing_date) FROM events WHERE headline IS NULL AND filing_date >= ?",
+                        [lookback.to_string()],
+                        |r| r.get(0),
+                    )
+                    .map_err(sql_err("events", "finding gated headlines"))
+            })
+            .await??;
+        if let Some(g) = gated {
+            start = start.min(g);
+        }
+        let mut day = start;
+        while day <= today {
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let mut offset = 0u64;
+                let mut first_total = None;
+                let last_total = loop {
+                    let route = format!(
+                        "{}?from={day}&to={day}&sort=oldest&limit={limit}&offset={offset}",
+                        pipeline.route
+                    );
+                    let fetched = self
+                        .client
+                        .get(&route, Access::Key, |body| {
+                            let page: wire::EventsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                            let mut rows = Rows::new(run_id, &route, self.clock.now());
+                            for raw in &page.events {
+                                records::event(&mut rows, raw, None, None);
+                            }
+                            Ok(WirePage {
+                                rows,
+                                total: page.total,
+                                count: page.events.len(),
+                            })
+                        })
+                        .await
+                        .map_err(upstream_error)?;
+                    let page = fetched.value;
+                    first_total.get_or_insert(page.total);
+                    offset += page.count as u64;
+                    let done = page.count == 0 || page.total.is_none_or(|t| offset >= t);
+                    self.commit(run_id, page.rows, None, progress).await?;
+                    if done {
+                        break page.total;
+                    }
+                };
+                if first_total == Some(last_total) || attempt == 3 {
+                    break;
+                }
+                tracing::info!(message = "Wire day changed while read; reading it again.", %day);
+            }
+            let checkpoint = Checkpoint {
+                pipeline: pipeline.name.clone(),
+                partition: String::new(),
+                cursor: day.to_string(),
+            };
+            self.commit(
+                run_id,
+                Rows::new(run_id, &pipeline.route, self.clock.now()),
+                Some(checkpoint),
+                progress,
+            )
+            .await?;
+            day += Duration::days(1);
+        }
+        Ok(())
+    }
+
+    /// Each company's index: the whole history once; then a `limit` sized to
+    /// what the warehouse already knows is newer than the last sync, plus
+    /// gated headlines to fill and a margin; the whole history again if that
+    /// page does not reach the last filing seen.
+    pub(super) async fn run_events_index(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        members: Vec<Member>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let checkpoints = self.checkpoints_of(pipeline).await?;
+        let gated_since = self.clock.now() - Duration::days(GATED_LOOKBACK_DAYS);
+        for member in members {
+            let path = pipeline.route.replace("{company}", &encode(&member.key));
+            let known: Option<IndexCursor> = checkpoints
+                .get(&member.key)
+                .and_then(|c| serde_json::from_str(&c.cursor).ok());
+            let limit = match &known {
+                Some(cursor) => Some(self.index_limit(&member.key, cursor, gated_since).await?),
+                None => None,
+            };
+            let route = match limit {
+                Some(n) => format!("{path}?limit={n}"),
+                None => path.clone(),
+            };
+            let Some(mut page) = found(self.fetch_index(&route, run_id, &member.key).await, progress)? else {
+                continue;
+            };
+            if let (Some(cursor), Some(n)) = (&known, limit)
+                && page.entries.len() as i64 >= n
+                && !page.entries.iter().any(|e| e.accession == cursor.accession)
+            {
+                tracing::info!(message = "Index page did not reach the last filing seen; reading the whole history.", company = %member.key);
+                let Some(whole) = found(self.fetch_index(&path, run_id, &member.key).await, progress)? else {
+                    continue;
+                };
+                page = whole;
+            }
+            let newest = page
+                .entries
+                .iter()
+                .max_by_key(|e| e.accepted_at)
+                .map(|e| IndexCursor {
+                    accession: e.accession.clone(),
+                    accepted_at: e.accepted_at,
+                })
+                .or(known);
+            let checkpoint = newest.map(|c| Checkpoint {
+                pipeline: pipeline.name.clone(),
+                partition: member.key.clone(),
+                cursor: serde_json::to_string(&c).expect("a cursor serializes"),
+            });
+            self.commit(run_id, page.rows, checkpoint, progress).await?;
+        }
+        Ok(())
+    }
+
+    async fn fetch_index(
+        &self,
+        route: &str,
+        run_id: &str,
+        company_key: &str,
+    ) -> Result<crate::upstream::Fetched<IndexPage>, UpstreamError> {
+        self.client
+            .get(route, Access::Key, |body| {
+                let page: wire::EventsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let mut rows = Rows::new(run_id, route, self.clock.now());
+                let entries = page
+                    .events
+                    .iter()
+                    .filter_map(|raw| records::event(&mut rows, raw, Some(company_key), page.symbol.as_deref()))
+                    .collect();
+                Ok(IndexPage { rows, entries })
+            })
+            .await
+    }
+
+    /// Stored events of the company from the anchor on (the last filing seen, or
+    /// an older one whose headline is still gated), plus a margin for arrivals.
+    async fn index_limit(
+        &self,
+        company_key: &str,
+        cursor: &IndexCursor,
+        gated_since: DateTime<Utc>,
+    ) -> Result<i64, SyncError> {
+        let (key, accession) = (company_key.to_owned(), cursor.accession.clone());
+        let known: i64 = self
+            .sink
+            .call(move |s| {
+                s.connection()
+                    .query_row(
+                        "WITH anchor AS (
+                            SELECT least(
+                                (SELECT accepted_at FROM events WHERE accession = ?2),
+                                (SELECT min(accepted_at) FROM events
+                                 WHERE company_key = ?1 AND headline IS NULL AND accepted_at >= ?3::TIMESTAMPTZ)) AS at)
+                         SELECT count(*) FROM events, anchor
+                         WHERE company_key = ?1 AND accepted_at >= coalesce(anchor.at, '-infinity'::TIMESTAMPTZ)",
+                        duckdb::params![key, accession, gated_since.to_rfc3339()],
+                        |r| r.get(0),
+                    )
+                    .map_err(sql_err("events", "sizing the index request"))
+            })
+            .await??;
+        Ok((known + INDEX_MARGIN).clamp(1, MAX_INDEX_LIMIT))
+    }
+
+    /// Item texts missing for the configured companies' filings of the last
+    /// `text_days`: coded items one by one, the uncoded item without `item`.
+    pub(super) async fn run_event_texts(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        members: Vec<Member>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let since = self.clock.now().date_naive() - Duration::days(i64::from(pipeline.params.text_days.unwrap_or(30)));
+        let keys: Vec<String> = members.into_iter().map(|m| m.key).collect();
+        let missing: Vec<(String, String, String)> = self
+            .sink
+            .call(move |s| {
+                let list: Vec<String> = keys.iter().map(|k| format!("'{}'", k.replace('\'', "''"))).collect();
+                if list.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let sql = format!(
+                    "WITH wanted AS (
+                        SELECT company_key, accession,
+                               unnest(CASE WHEN len(items) = 0 THEN ['']::VARCHAR[] ELSE items END) AS item
+                        FROM events WHERE company_key IN ({}) AND filing_date >= ?)
+                     SELECT w.company_key, w.accession, w.item FROM wanted w
+                     ANTI JOIN event_item_texts t ON t.accession = w.accession AND t.item = w.item
+                     ORDER BY w.accession, w.item",
+                    list.join(", ")
+                );
+                let mut stmt = s
+                    .connection()
+                    .prepare(&sql)
+                    .map_err(sql_err("event_item_texts", "listing missing texts"))?;
+                let rows = stmt
+                    .query_map([since.to_string()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .map_err(sql_err("event_item_texts", "listing missing texts"))?;
+                rows.collect::<Result<Vec<_>, _>>()
+                    .map_err(sql_err("event_item_texts", "listing missing texts"))
+            })
+            .await??;
+        let fetches = missing.into_iter().map(|(company, accession, item)| {
+            let path = pipeline
+                .route
+                .replace("{company}", &encode(&company))
+                .replace("{accession}", &encode(&accession));
+            async move {
+                let mut listed = Vec::new();
+                let mut rows = Rows::new(run_id, &path, self.clock.now());
+                let mut problems = Vec::new();
+                let mut queue = vec![item];
+                while let Some(item) = queue.pop() {
+                    let route = if item.is_empty() {
+                        path.clone()
+                    } else {
+                        format!("{path}?item={}", encode(&item))
+                    };
+                    let fetched = self
+                        .client
+                        .get(&route, Access::Key, |body| {
+                            std::str::from_utf8(body).map(str::to_owned).map_err(|e| e.to_string())
+                        })
+                        .await;
+                    match fetched {
+                        Ok(f) => {
+                            rows.route = route;
+                            records::event_item_text(&mut rows, &accession, &item, &company, &f.value);
+                        }
+                        // The filing has coded items after all: the 400 lists them.
+                        Err(UpstreamError::BadRequest { body, .. }) if item.is_empty() && body.items.is_some() => {
+                            listed = body.items.unwrap_or_default();
+                            queue.extend(listed.iter().cloned());
+                        }
+                        Err(UpstreamError::NotFound { route, message }) => {
+                            problems.push(format!("{route}: 404 {message}"));
+                        }
+                        Err(e) => return (rows, listed, problems, Err(upstream_error(e))),
+                    }
+                }
+                (rows, listed, problems, Ok(()))
+            }
+        });
+        let mut results = futures::stream::iter(fetches).buffered(self.config.upstream.concurrency);
+        while let Some((rows, listed, problems, result)) = results.next().await {
+            if !listed.is_empty() {
+                tracing::info!(message = "Filing listed its coded items; fetched each.", items = ?listed);
+            }
+            progress.problems.extend(problems);
+            self.commit(run_id, rows, None, progress).await?;
+            result?;
+        }
+        Ok(())
+    }
+}
+
+struct IndexPage {
+    rows: Rows,
+    entries: Vec<wire::EventEntry>,
+}

@@ -1,0 +1,244 @@
+//! News: the tape and each company's own feed, read with the wire contract's
+//! cursors. A first sync reads the head and pages back with `before` to a
+//! horizon; every sync then polls forward with `after` and `changedSince`, so
+//! new items and rewritten headlines both arrive. Each page commits with the
+//! cursor that follows it, so a crash or a quota wall resumes at that page.
+
+use chrono::{DateTime, Duration, Utc};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::{Member, Progress, SyncError, Syncer, upstream_error};
+use crate::pipeline::Pipeline;
+use crate::records::{self, Rows};
+use crate::sink::{Checkpoint, StoredCheckpoint};
+use crate::upstream::{Access, UpstreamError, encode};
+use crate::wire;
+
+/// Where one tape stands, saved as the checkpoint's cursor (JSON).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+struct TapeCursor {
+    /// The last `latestId`: the next `after`.
+    after: Option<String>,
+    /// The last `serverTime`: the next `changedSince`.
+    changed_since: Option<String>,
+    /// The next `before` of the backfill; `None` once it reached the horizon.
+    before: Option<String>,
+    /// Where the backfill stops, fixed at the first sync.
+    horizon: Option<DateTime<Utc>>,
+}
+
+/// One tape to sync: the whole feed, or one company's.
+struct Tape<'a> {
+    pipeline: &'a Pipeline,
+    route: String,
+    partition: String,
+    /// For a company's feed: the company, for `news_company_items`.
+    company_key: Option<String>,
+}
+
+impl Syncer {
+    pub(super) async fn run_news(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let checkpoints = self.checkpoints_of(pipeline).await?;
+        let tape = Tape {
+            pipeline,
+            route: pipeline.route.clone(),
+            partition: String::new(),
+            company_key: None,
+        };
+        self.sync_tape(&tape, run_id, checkpoints.get(""), progress).await
+    }
+
+    pub(super) async fn run_company_news(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        members: Vec<Member>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let checkpoints = self.checkpoints_of(pipeline).await?;
+        let tapes = members.into_iter().map(|m| {
+            let tape = Tape {
+                pipeline,
+                route: pipeline.route.replace("{company}", &encode(&m.key)),
+                partition: m.key.clone(),
+                company_key: Some(m.key),
+            };
+            let stored = checkpoints.get(&tape.partition).cloned();
+            async move {
+                let mut own = Progress::default();
+                let result = self.sync_tape(&tape, run_id, stored.as_ref(), &mut own).await;
+                (own, result)
+            }
+        });
+        // Each company's pages go in order; companies share the rate budget.
+        let mut results = futures::stream::iter(tapes).buffer_unordered(self.config.upstream.concurrency);
+        let mut first_error = None;
+        while let Some((own, result)) = results.next().await {
+            progress.absorb(own);
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    async fn sync_tape(
+        &self,
+        tape: &Tape<'_>,
+        run_id: &str,
+        stored: Option<&StoredCheckpoint>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let limit = tape.pipeline.params.page_limit.unwrap_or(200);
+        let filters = self.config.news.query();
+        let mut cursor: TapeCursor = match stored {
+            Some(s) => serde_json::from_str(&s.cursor).unwrap_or_else(|e| {
+                tracing::warn!(
+                    message = "Unreadable news checkpoint; starting the tape again.",
+                    partition = %tape.partition,
+                    error = %e
+                );
+                TapeCursor::default()
+            }),
+            None => TapeCursor::default(),
+        };
+        // Forward: the head first when nothing was read yet, then after/changedSince
+        // until the service says nothing more remains.
+        loop {
+            let route = match (&cursor.after, &cursor.changed_since) {
+                (Some(after), Some(since)) => format!(
+                    "{}?after={}&changedSince={}&limit={limit}{filters}",
+                    tape.route,
+                    encode(after),
+                    encode(since)
+                ),
+                (Some(after), None) => format!("{}?after={}&limit={limit}{filters}", tape.route, encode(after)),
+                (None, _) => format!("{}?limit={limit}{filters}", tape.route),
+            };
+            let head = cursor.after.is_none();
+            let (page, oldest) = self.news_page(tape, run_id, &route, progress).await?;
+            let Some(page) = page else { return Ok(()) };
+            if head && cursor.horizon.is_none() {
+                let days = i64::from(tape.pipeline.params.backfill_days.unwrap_or(7));
+                let horizon = self.clock.now() - Duration::days(days);
+                cursor.horizon = Some(horizon);
+                cursor.before = backfill_continues(&page, oldest, horizon);
+            }
+            let more = !head && page.has_more;
+            cursor.after = page.latest_id.clone().or(cursor.after.take());
+            cursor.changed_since = page.server_time.clone().or(cursor.changed_since.take());
+            self.commit_news(tape, run_id, page.rows, &cursor, progress).await?;
+            // After the head, what arrives next is the next run's forward poll.
+            if !more {
+                break;
+            }
+        }
+        // Back: `before` pages down to the horizon fixed at the first sync.
+        while let Some(before) = cursor.before.clone() {
+            let route = format!("{}?before={}&limit={limit}{filters}", tape.route, encode(&before));
+            let (page, oldest) = self.news_page(tape, run_id, &route, progress).await?;
+            let Some(page) = page else { return Ok(()) };
+            let horizon = cursor.horizon.unwrap_or(DateTime::<Utc>::MIN_UTC);
+            cursor.before = backfill_continues(&page, oldest, horizon);
+            self.commit_news(tape, run_id, page.rows, &cursor, progress).await?;
+        }
+        Ok(())
+    }
+
+    /// Fetches and maps one feed page; `None` when the company is unknown (404, noted).
+    async fn news_page(
+        &self,
+        tape: &Tape<'_>,
+        run_id: &str,
+        route: &str,
+        progress: &mut Progress,
+    ) -> Result<(Option<MappedPage>, Option<DateTime<Utc>>), SyncError> {
+        let company_key = tape.company_key.clone();
+        let fetched = self
+            .client
+            .get(route, Access::Key, |body| {
+                let page: wire::NewsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let mut rows = Rows::new(run_id, route, self.clock.now());
+                let mut oldest: Option<DateTime<Utc>> = None;
+                for raw in &page.items {
+                    let Some(seen) = records::news_item(&mut rows, raw) else {
+                        continue;
+                    };
+                    oldest = match (oldest, seen.first_seen_at) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    if let Some(company) = &company_key {
+                        rows.table("news_company_items")
+                            .row()
+                            .text(Some(company))
+                            .text(Some(&seen.id))
+                            .timestamp(seen.first_seen_at)
+                            .end_bare();
+                    }
+                }
+                let mapped = MappedPage {
+                    rows,
+                    latest_id: page.latest_id,
+                    next_cursor: page.next_cursor,
+                    has_more: page.has_more,
+                    server_time: page.server_time,
+                    items: page.items.len(),
+                };
+                Ok((mapped, oldest))
+            })
+            .await;
+        match fetched {
+            Ok(f) => {
+                let (page, oldest) = f.value;
+                Ok((Some(page), oldest))
+            }
+            Err(UpstreamError::NotFound { route, message }) => {
+                progress.problems.push(format!("{route}: 404 {message}"));
+                Ok((None, None))
+            }
+            Err(e) => Err(upstream_error(e)),
+        }
+    }
+
+    async fn commit_news(
+        &self,
+        tape: &Tape<'_>,
+        run_id: &str,
+        rows: Rows,
+        cursor: &TapeCursor,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let checkpoint = Checkpoint {
+            pipeline: tape.pipeline.name.clone(),
+            partition: tape.partition.clone(),
+            cursor: serde_json::to_string(cursor).expect("a cursor serializes"),
+        };
+        self.commit(run_id, rows, Some(checkpoint), progress).await?;
+        Ok(())
+    }
+}
+
+/// A feed page mapped to rows, with its cursors.
+struct MappedPage {
+    rows: Rows,
+    latest_id: Option<String>,
+    next_cursor: Option<String>,
+    has_more: bool,
+    server_time: Option<String>,
+    items: usize,
+}
+
+/// The next `before`, unless this page reached the horizon or the start of the tape.
+fn backfill_continues(page: &MappedPage, oldest: Option<DateTime<Utc>>, horizon: DateTime<Utc>) -> Option<String> {
+    if page.items == 0 || oldest.is_some_and(|t| t < horizon) {
+        return None;
+    }
+    page.next_cursor.clone()
+}

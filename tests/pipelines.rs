@@ -1,0 +1,501 @@
+//! Every table of the warehouse contract against the emulator's own ground
+//! truth, after several runs while the emulator's clock moves.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use fdsync::emulator::{PlanLimits, company_docs, events, geo, news};
+use fdsync::pipeline::Pipeline;
+use fdsync::sync::RunStatus;
+
+use crate::util::Harness;
+
+fn only(h: &Harness, names: &[&str]) -> Vec<Pipeline> {
+    let picked: Vec<Pipeline> = h
+        .all_pipelines
+        .iter()
+        .filter(|p| names.contains(&p.name.as_str()))
+        .cloned()
+        .collect();
+    assert_eq!(picked.len(), names.len(), "pipelines {names:?}");
+    picked
+}
+
+async fn run_ok(h: &Harness, pipelines: &[Pipeline]) {
+    let (report, result) = h.syncer.run_once(pipelines).await;
+    result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
+    for o in &report.outcomes {
+        assert_eq!(o.status, RunStatus::Ok, "{o:?}");
+    }
+}
+
+async fn assert_unique(h: &Harness, table: &str, key: &str) {
+    let dupes = h
+        .int(&format!(
+            "SELECT count(*) FROM (SELECT {key} FROM {table} GROUP BY ALL HAVING count(*) > 1)"
+        ))
+        .await;
+    assert_eq!(dupes, 0, "duplicate keys in {table}");
+}
+
+fn text(v: &serde_json::Value, field: &str) -> String {
+    v.get(field).and_then(|x| x.as_str()).unwrap_or("~").to_owned()
+}
+
+/// The tape over a day: a backfill to the horizon, forward polls that meet
+/// new items and rewritten headlines. The warehouse holds every item from the
+/// horizon on, each in the version served last, with licence-withheld fields
+/// NULL, and every headline version some run could have seen.
+#[tokio::test]
+async fn news_tape_matches_the_emulator_through_arrivals_and_rewrites() {
+    let h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
+    let mut pipelines = only(&h, &["news"]);
+    pipelines[0].params.backfill_days = Some(1);
+    let world = h.emulator.emulator.world().clone();
+    let sim = h.clock.as_sim().unwrap().clone();
+    let mut run_times: Vec<DateTime<Utc>> = Vec::new();
+    for minutes in [0, 20, 100, 24 * 60] {
+        sim.advance(Duration::from_secs(minutes * 60));
+        run_times.push(h.clock.now());
+        run_ok(&h, &pipelines).await;
+    }
+    let last = *run_times.last().unwrap();
+    let count = news::CADENCE.count_at(world.seed, last);
+    let ids = h.strings("SELECT id FROM news_items ORDER BY id").await;
+    let first = news::parse_id(&ids[0]).unwrap();
+    let horizon = news::CADENCE.first_at_or_after(run_times[0] - chrono::Duration::days(1));
+    assert!(first <= horizon, "the backfill reached the horizon");
+    assert_eq!(
+        ids.len() as u64,
+        count - first,
+        "no gap from the oldest stored item to the newest"
+    );
+
+    let mut truth = BTreeSet::new();
+    let mut versions = BTreeSet::new();
+    let mut rewritten = 0;
+    for n in first..count {
+        let it = news::item(&world, n, last).unwrap();
+        let j = &it.json;
+        truth.insert(format!(
+            "{}|{}|{}|{}|{}|{}",
+            text(j, "id"),
+            text(j, "headline"),
+            text(j, "snippet"),
+            text(j, "body"),
+            text(j, "url"),
+            j["source"]["licenceClass"].as_str().unwrap()
+        ));
+        versions.insert(format!("{}|{}", text(j, "id"), text(j, "headline")));
+        if let Some(at) = news::rewritten_at(world.seed, n).filter(|t| *t <= last) {
+            let original_seen = run_times
+                .iter()
+                .any(|t| n < news::CADENCE.count_at(world.seed, *t) && *t < at);
+            if original_seen {
+                rewritten += 1;
+                let before = news::item(&world, n, at - chrono::Duration::seconds(1)).unwrap();
+                versions.insert(format!(
+                    "{}|{}",
+                    text(&before.json, "id"),
+                    text(&before.json, "headline")
+                ));
+            }
+        }
+    }
+    assert!(rewritten > 0, "the scenario rewrites headlines already stored");
+    let stored: BTreeSet<String> = h
+        .strings(
+            "SELECT id || '|' || headline || '|' || coalesce(snippet, '~') || '|' || coalesce(body, '~') || '|' \
+             || coalesce(url, '~') || '|' || licence_class FROM news_items",
+        )
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(stored, truth);
+    let revisions: BTreeSet<String> = h
+        .strings("SELECT id || '|' || headline FROM news_headline_revisions")
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(revisions, versions, "every headline version seen, once");
+    assert_unique(&h, "news_headline_revisions", "id, updated_at").await;
+    let sources = h
+        .int("SELECT count(*) FROM news_sources WHERE attribution IS NOT NULL AND display_policy IS NOT NULL")
+        .await;
+    assert_eq!(sources, news::SOURCES.len() as i64);
+}
+
+/// Each company's feed includes items tagged to predecessors in its lineage,
+/// with the configured filters applied to every request.
+#[tokio::test]
+async fn company_news_follows_lineage_and_the_configured_filters() {
+    let mut h = Harness::new(PlanLimits::build(), &["META", "MSFT"]).await;
+    h.restart(|c| {
+        c.news.sources = vec!["issuer_pr".into(), "wire_a".into(), "sec_edgar".into()];
+        c.news.min_importance = Some(30);
+    })
+    .await;
+    let mut pipelines = only(&h, &["companies", "company_news", "news_sources", "news_topics"]);
+    for p in &mut pipelines {
+        p.params.backfill_days = Some(3);
+    }
+    let world = h.emulator.emulator.world().clone();
+    let sim = h.clock.as_sim().unwrap().clone();
+    let t0 = h.clock.now();
+    run_ok(&h, &pipelines).await;
+    sim.advance(Duration::from_secs(3 * 3600));
+    run_ok(&h, &pipelines).await;
+    let last = h.clock.now();
+    let count = news::CADENCE.count_at(world.seed, last);
+    let horizon = news::CADENCE.first_at_or_after(t0 - chrono::Duration::days(3));
+    let filters = news::Filters {
+        sources: Some(vec!["issuer_pr".into(), "wire_a".into(), "sec_edgar".into()]),
+        min_importance: 30,
+        ..Default::default()
+    };
+    let mut via_predecessor = 0;
+    for id in ["META", "MSFT"] {
+        let c = world.resolve(id).unwrap();
+        let lineage: Vec<String> = std::iter::once(c.cik.clone()).chain(c.predecessors.clone()).collect();
+        let stored: BTreeSet<u64> = h
+            .strings(&format!(
+                "SELECT news_id FROM news_company_items WHERE company_key = '{}'",
+                c.cik
+            ))
+            .await
+            .iter()
+            .map(|i| news::parse_id(i).unwrap())
+            .collect();
+        let oldest = *stored.iter().next().expect("items stored");
+        assert!(oldest <= horizon);
+        let truth: BTreeSet<u64> = (oldest..count)
+            .filter(|n| {
+                news::item(&world, *n, last)
+                    .is_some_and(|it| filters.matches(&it) && it.ciks.iter().any(|k| lineage.contains(k)))
+            })
+            .collect();
+        assert_eq!(stored, truth, "{id}");
+        via_predecessor += (oldest..count)
+            .filter(|n| truth.contains(n))
+            .filter(|n| news::item(&world, *n, last).is_some_and(|it| it.ciks.iter().any(|k| *k != c.cik)))
+            .count();
+    }
+    assert!(
+        via_predecessor > 0,
+        "items tagged to a predecessor are in the company's feed"
+    );
+    let outside = h
+        .int("SELECT count(*) FROM news_items WHERE source_id NOT IN ('issuer_pr', 'wire_a', 'sec_edgar') OR importance < 30")
+        .await;
+    assert_eq!(outside, 0, "filters applied");
+    assert_eq!(
+        h.int("SELECT count(*) FROM news_topics").await,
+        news::TOPICS.len() as i64
+    );
+    assert_eq!(
+        h.int("SELECT count(*) FROM news_sources WHERE count_24h IS NOT NULL")
+            .await,
+        news::SOURCES.len() as i64
+    );
+}
+
+fn event_row(e: &events::Event, now: DateTime<Utc>) -> String {
+    let headline = if now >= e.headline_at { e.headline.as_str() } else { "~" };
+    format!(
+        "{}|{}|{}|{}|{}|{}",
+        e.accession,
+        e.company.cik,
+        e.family,
+        e.items.join(","),
+        e.filing_date(),
+        headline
+    )
+}
+
+/// The wire (with filings arriving while it is read), latest, each company's
+/// index, and item texts: every event from the wire's horizon plus the
+/// companies' whole history, each with the headline the gate has passed by
+/// the last run, and every item text of recent filings exactly once.
+#[tokio::test]
+async fn events_and_item_texts_match_the_emulator_while_filings_arrive() {
+    let h = Harness::new(PlanLimits::build(), &["MSFT", "AAPL"]).await;
+    let mut pipelines = only(
+        &h,
+        &["companies", "events_wire", "events_latest", "events", "event_texts"],
+    );
+    for p in &mut pipelines {
+        p.params.backfill_days = Some(3);
+        p.params.text_days = Some(20);
+    }
+    let world = h.emulator.emulator.world().clone();
+    let sim = h.clock.as_sim().unwrap().clone();
+    let t0 = h.clock.now();
+    run_ok(&h, &pipelines).await;
+
+    // A filing that the index says is uncoded but has coded items: its texts go,
+    // and the next run must follow the 400 that lists the items.
+    let msft = world.resolve("MSFT").unwrap();
+    let twisted = h
+        .strings(&format!(
+            "SELECT accession FROM events WHERE company_key = '{}' AND len(items) = 2 \
+             AND filing_date >= DATE '{}' ORDER BY accession LIMIT 1",
+            msft.cik,
+            (t0 - chrono::Duration::days(20)).date_naive()
+        ))
+        .await;
+    assert_eq!(twisted.len(), 1, "a two-item filing in the window");
+    let twisted = twisted[0].clone();
+    let sql = format!(
+        "DELETE FROM event_item_texts WHERE accession = '{twisted}'; UPDATE events SET items = [] WHERE accession = '{twisted}'"
+    );
+    h.syncer
+        .sink
+        .call(move |s| s.connection().execute_batch(&sql))
+        .await
+        .unwrap()
+        .unwrap();
+
+    // Filings arrive while the wire is being read: the clock jumps six hours
+    // once the emulator has answered the run's first requests.
+    let served_before = h.emulator.emulator.stats().requests;
+    let advance = async {
+        while h.emulator.emulator.stats().requests < served_before + 2 {
+            tokio::task::yield_now().await;
+        }
+        sim.advance(Duration::from_secs(6 * 3600));
+    };
+    let (_, (report, result)) = tokio::join!(advance, h.syncer.run_once(&pipelines));
+    result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
+    sim.advance(Duration::from_secs(20 * 3600));
+    run_ok(&h, &pipelines).await;
+    let last = h.clock.now();
+
+    let count = events::CADENCE.count_at(world.seed, last);
+    let wire_from = events::first_on_or_after((t0 - chrono::Duration::days(3)).date_naive());
+    let companies: Vec<_> = ["MSFT", "AAPL"].iter().map(|id| world.resolve(id).unwrap()).collect();
+    let filers: Vec<_> = companies.iter().map(|c| events::filer_of(&world, c)).collect();
+    let mut truth = BTreeSet::new();
+    let mut texts = BTreeSet::new();
+    let text_from = (t0 - chrono::Duration::days(20)).date_naive();
+    for n in 0..count {
+        let ours = filers.contains(&Some(events::filer(&world, n)));
+        if n < wire_from && !ours {
+            continue;
+        }
+        let e = events::event(&world, n).unwrap();
+        truth.insert(event_row(&e, last));
+        if ours && e.filing_date() >= text_from {
+            let items: Vec<&str> = if e.items.is_empty() { vec![""] } else { e.items.clone() };
+            for item in items {
+                texts.insert(format!("{}|{}|{}", e.accession, item, e.item_text(item)));
+            }
+        }
+    }
+    let stored: BTreeSet<String> = h
+        .strings(
+            "SELECT accession || '|' || company_key || '|' || family || '|' || array_to_string(items, ',') || '|' \
+             || filing_date || '|' || coalesce(headline, '~') FROM events",
+        )
+        .await
+        .into_iter()
+        .collect();
+    // The twisted filing keeps the empty item list this test gave it.
+    let stored: BTreeSet<String> = stored
+        .into_iter()
+        .map(|r| {
+            if r.starts_with(&twisted) {
+                let e = truth.iter().find(|t| t.starts_with(&twisted)).unwrap().clone();
+                e
+            } else {
+                r
+            }
+        })
+        .collect();
+    let missing: Vec<_> = truth.difference(&stored).take(3).collect();
+    let extra: Vec<_> = stored.difference(&truth).take(3).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing {missing:?}, extra {extra:?}"
+    );
+    let stored_texts: BTreeSet<String> = h
+        .strings("SELECT accession || '|' || item || '|' || text FROM event_item_texts")
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(stored_texts.len(), texts.len());
+    assert_eq!(stored_texts, texts, "every item text once; the 400's items followed");
+    assert_unique(&h, "event_item_texts", "accession, item").await;
+}
+
+/// Regulation (replaced per company, coverage logged on change), monthly
+/// revenue (a 404 remembered), filings and sections (fetched once), geo.
+#[tokio::test]
+async fn company_documents_and_geo_match_the_emulator_over_a_year() {
+    let mut h = Harness::new(PlanLimits::build(), &["MSFT", "TW:2330", "JP:7203"]).await;
+    h.restart(|c| c.universe.geo_layers = vec!["power_plants".into(), "ports".into()])
+        .await;
+    let mut pipelines = only(&h, &["companies", "regulation", "monthly_revenue", "filings", "geo"]);
+    for p in &mut pipelines {
+        p.params.text_days = Some(200);
+    }
+    let world = h.emulator.emulator.world().clone();
+    let seed = world.seed;
+    let sim = h.clock.as_sim().unwrap().clone();
+    let companies: Vec<_> = ["MSFT", "TW:2330", "JP:7203"]
+        .iter()
+        .map(|id| world.resolve(id).unwrap())
+        .collect();
+    let mut run_times = Vec::new();
+    let mut coverage_truth: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut geo_truth = BTreeSet::new();
+    for days in [0, 1, 40, 400] {
+        sim.advance(Duration::from_secs(days * 86_400));
+        let now = h.clock.now();
+        run_times.push(now);
+        run_ok(&h, &pipelines).await;
+        for c in &companies {
+            let cov = &company_docs::regulation(seed, c, now)["coverage"];
+            let v = format!("{}|{}|{}", cov["documentsRead"], cov["documentsTotal"], cov["complete"]);
+            let log = coverage_truth.entry(c.cik.clone()).or_default();
+            if log.last() != Some(&v) {
+                log.push(v);
+            }
+        }
+        for g in geo::country_counts(seed, &["power_plants", "ports"], now.date_naive()) {
+            geo_truth.insert(format!("{}|{}|{}|{}", now.date_naive(), g.layer, g.country, g.count));
+        }
+    }
+    let last = *run_times.last().unwrap();
+
+    let mut actions = BTreeSet::new();
+    let mut revenue = BTreeSet::new();
+    let mut filings = BTreeSet::new();
+    let mut sections = BTreeSet::new();
+    // A filing's sections are fetched by a run that saw it within its 200-day window.
+    let in_window = |filed: chrono::NaiveDate| {
+        run_times
+            .iter()
+            .any(|t| filed <= t.date_naive() && filed >= t.date_naive() - chrono::Duration::days(200))
+    };
+    for c in &companies {
+        let reg = company_docs::regulation(seed, c, last);
+        for a in reg["executiveActions"].as_array().unwrap() {
+            for (rank, l) in a["links"].as_array().unwrap().iter().enumerate() {
+                actions.insert(format!(
+                    "{}|{}|{}|{}|{}",
+                    c.cik,
+                    text(a, "documentId"),
+                    text(l, "basis"),
+                    rank + 1,
+                    text(l, "accession")
+                ));
+            }
+        }
+        if let Some(mr) = company_docs::monthly_revenue(seed, c, last) {
+            for m in mr["months"].as_array().unwrap() {
+                revenue.insert(format!(
+                    "{}|{}-01|{}",
+                    c.cik,
+                    text(m, "month"),
+                    m["revenue"].as_i64().unwrap()
+                ));
+            }
+        }
+        for f in company_docs::filings(c, last.date_naive()) {
+            filings.insert(format!("{}|{}|{}|{}", f.accession, c.cik, f.form, f.filed_at));
+            if in_window(f.filed_at) {
+                for s in f.sections {
+                    let t = company_docs::section_text(seed, c, &f.accession, s.key, last).unwrap();
+                    sections.insert(format!("{}|{}|{}", f.accession, s.key, text(&t, "text")));
+                }
+            }
+        }
+    }
+    let set = |v: Vec<String>| v.into_iter().collect::<BTreeSet<String>>();
+    let stored = set(h
+        .strings(
+            "SELECT company_key || '|' || document_id || '|' || basis || '|' || rank || '|' || coalesce(accession, '~') \
+             FROM regulation_actions",
+        )
+        .await);
+    assert_eq!(stored, actions);
+    for (cik, log) in &coverage_truth {
+        let stored = h
+            .strings(&format!(
+                "SELECT documents_read || '|' || documents_total || '|' || complete FROM regulation_coverage \
+                 WHERE company_key = '{cik}' ORDER BY observed_at"
+            ))
+            .await;
+        assert_eq!(&stored, log, "coverage of {cik} logged on change");
+    }
+    assert!(coverage_truth.values().any(|l| l.len() > 1), "coverage moved");
+    let stored = set(h
+        .strings("SELECT company_key || '|' || month || '|' || CAST(revenue AS BIGINT) FROM monthly_revenue")
+        .await);
+    assert_eq!(stored, revenue);
+    // MSFT has no mandate: asked on day 0, remembered on day 1, asked again after 30 days.
+    let asked = h
+        .int("SELECT count(*) FROM _sync_requests WHERE route LIKE '%/0000789019/monthly-revenue%'")
+        .await;
+    assert_eq!(asked, 3, "day 0, day 40 and day 400; not day 1");
+    let stored = set(h
+        .strings("SELECT accession || '|' || company_key || '|' || form || '|' || filed_at FROM filings")
+        .await);
+    assert_eq!(stored, filings);
+    let stored = set(h
+        .strings("SELECT accession || '|' || section_key || '|' || text FROM filing_sections")
+        .await);
+    let missing: Vec<_> = sections.difference(&stored).map(|s| &s[..30]).take(3).collect();
+    let extra: Vec<_> = stored.difference(&sections).map(|s| &s[..30]).take(3).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "sections missing {missing:?}, extra {extra:?}"
+    );
+    let section_requests = h
+        .int("SELECT count(*) FROM _sync_requests WHERE route LIKE '%/filing-notes/%'")
+        .await;
+    assert_eq!(section_requests, sections.len() as i64, "each section fetched once");
+    let stored = set(h
+        .strings("SELECT observed_date || '|' || layer || '|' || country || '|' || count FROM geo_country_counts")
+        .await);
+    assert_eq!(stored, geo_truth);
+}
+
+/// A record of the wrong shape is quarantined with the reason; the rest of its
+/// page loads, later pipelines still run, and the run ends `partial`.
+#[tokio::test]
+async fn a_bad_record_is_quarantined_and_the_run_goes_on_partial() {
+    let h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
+    let pipelines = only(&h, &["news_topics", "indices"]);
+    h.emulator.emulator.set_faults(fdsync::emulator::Faults {
+        bad_record: 1.0,
+        ..Default::default()
+    });
+    let (report, result) = h.syncer.run_once(&pipelines).await;
+    result.unwrap();
+    for o in &report.outcomes {
+        assert_eq!(o.status, RunStatus::Partial, "{o:?}");
+        assert_eq!(o.quarantined, 1, "{o:?}");
+        assert!(o.error.as_deref().unwrap_or("").contains("quarantined"), "{o:?}");
+    }
+    assert_eq!(
+        h.int("SELECT count(*) FROM news_topics").await,
+        news::TOPICS.len() as i64 - 1
+    );
+    assert!(h.int("SELECT count(*) FROM index_snapshots").await > 0);
+    let quarantined = h
+        .strings("SELECT route || ' | ' || error || ' | ' || record FROM _sync_quarantine ORDER BY route")
+        .await;
+    assert_eq!(quarantined.len(), 2, "{quarantined:?}");
+    assert!(
+        quarantined[0].contains("/api/v1/indices") && quarantined[0].contains("index entry"),
+        "{quarantined:?}"
+    );
+    assert!(
+        quarantined[1].contains("news topic") && quarantined[1].contains("malformed"),
+        "{quarantined:?}"
+    );
+    let statuses = h.strings("SELECT DISTINCT status FROM _sync_runs").await;
+    assert_eq!(statuses, ["partial"]);
+}
