@@ -16,6 +16,7 @@ use crate::sync::{SyncError, SyncReport, Syncer};
 use crate::upstream::Client;
 
 /// Example queries the demo runs and prints, as a data engineer would start.
+/// Timestamps are shown as text: the Arrow printer knows only offset time zones.
 pub const EXAMPLE_QUERIES: &[(&str, &str)] = &[
     (
         "Price history per company",
@@ -31,11 +32,11 @@ pub const EXAMPLE_QUERIES: &[(&str, &str)] = &[
     ),
     (
         "The news tape: newest items with their attribution (withheld fields stay NULL)",
-        "SELECT id, first_seen_at, left(headline, 50) AS headline, licence_class, snippet IS NULL AS withheld,\n       attribution\nFROM news_items ORDER BY id DESC LIMIT 5",
+        "SELECT id, CAST(first_seen_at AS VARCHAR) AS first_seen_at, left(headline, 50) AS headline, licence_class, snippet IS NULL AS withheld,\n       attribution\nFROM news_items ORDER BY id DESC LIMIT 5",
     ),
     (
         "Rewritten headlines: every version kept",
-        "SELECT id, updated_at, left(headline, 60) AS headline FROM news_headline_revisions\nWHERE id IN (SELECT id FROM news_headline_revisions GROUP BY id HAVING count(*) > 1)\nORDER BY id, updated_at LIMIT 6",
+        "SELECT id, CAST(updated_at AS VARCHAR) AS updated_at, left(headline, 60) AS headline FROM news_headline_revisions\nWHERE id IN (SELECT id FROM news_headline_revisions GROUP BY id HAVING count(*) > 1)\nORDER BY id, updated_at LIMIT 6",
     ),
     (
         "8-K events by family in the last week, with item texts fetched",
@@ -126,7 +127,8 @@ pub async fn run(config: Config, warehouse: &Path, out: &mut (impl Write + Send)
             })?;
         }
     }
-    let (syncer, mut pipelines) = local_syncer(&emulator, config.clone(), warehouse, clock).await?;
+    let first_sync_at = clock.now();
+    let (syncer, mut pipelines) = local_syncer(&emulator, config.clone(), warehouse, clock.clone()).await?;
     trim_horizons(&mut pipelines);
     let sink = syncer.sink.clone();
 
@@ -147,6 +149,20 @@ pub async fn run(config: Config, warehouse: &Path, out: &mut (impl Write + Send)
         let (report, result) = syncer.run_once(&pipelines).await;
         result?;
         w(out, format!("\n== {label}: run {}", report.run_id))?;
+        print_report(out, &report)?;
+    }
+    // Five simulated months on, the service has revised macro values and
+    // restated one under its old vintage: the warehouse still knows what was
+    // served before.
+    if let Some(sim) = clock.as_sim() {
+        sim.advance(std::time::Duration::from_secs(150 * 86_400));
+        let macro_only: Vec<pipeline::Pipeline> = pipelines.iter().filter(|p| p.name == "macro").cloned().collect();
+        let (report, result) = syncer.run_once(&macro_only).await;
+        result?;
+        w(
+            out,
+            format!("\n== five months later (simulated): macro only, run {}", report.run_id),
+        )?;
         print_report(out, &report)?;
     }
     let stats = emulator.emulator.stats();
@@ -184,7 +200,19 @@ pub async fn run(config: Config, warehouse: &Path, out: &mut (impl Write + Send)
     for line in counts {
         w(out, line)?;
     }
-    for (title, sql) in EXAMPLE_QUERIES {
+    let as_of = format!(
+        "SELECT o.country, o.series_key, o.period, o.vintage, o.value AS known_at_first_sync,\n       n.value AS served_now_for_that_vintage\n\
+         FROM macro_as_of(TIMESTAMPTZ '{}') o\n\
+         LEFT JOIN macro_observations n ON n.country = o.country AND n.series_key = o.series_key\n\
+           AND n.period = o.period AND n.vintage = o.vintage AND n.last_seen_at = (SELECT max(last_seen_at) FROM macro_observations)\n\
+         WHERE o.last_seen_at < (SELECT max(last_seen_at) FROM macro_observations) ORDER BY ALL LIMIT 5",
+        first_sync_at.to_rfc3339()
+    );
+    let restated = [(
+        "Macro as of the first sync: values restated since, which the service no longer serves",
+        as_of.as_str(),
+    )];
+    for (title, sql) in EXAMPLE_QUERIES.iter().chain(restated.iter()) {
         let sql_owned = (*sql).to_owned();
         let batches = sink
             .call(move |s| query(s.connection(), &sql_owned))

@@ -499,3 +499,75 @@ async fn a_bad_record_is_quarantined_and_the_run_goes_on_partial() {
     let statuses = h.strings("SELECT DISTINCT status FROM _sync_runs").await;
     assert_eq!(statuses, ["partial"]);
 }
+
+/// Dividends with their daily summary, index snapshots and coverage
+/// snapshots, over runs weeks apart: one row per key, each as served.
+#[tokio::test]
+async fn dividends_indices_and_coverage_match_the_emulator_over_weeks() {
+    let h = Harness::new(PlanLimits::build(), &["MSFT", "O"]).await;
+    let pipelines = only(&h, &["companies", "dividends", "indices", "coverage"]);
+    let world = h.emulator.emulator.world().clone();
+    let sim = h.clock.as_sim().unwrap().clone();
+    let companies: Vec<_> = ["MSFT", "O"].iter().map(|id| world.resolve(id).unwrap()).collect();
+    let micros = |x: f64| (x * 1e6).round() as i64;
+    let (mut summaries, mut indices, mut coverage) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    let mut dividends = BTreeSet::new();
+    for days in [0, 1, 35, 64] {
+        sim.advance(Duration::from_secs(days * 86_400));
+        let now = h.clock.now();
+        run_ok(&h, &pipelines).await;
+        dividends.clear();
+        for c in &companies {
+            let (events, summary, _) = world.dividends(c, &world.daily_bars(c, now), now.date_naive());
+            for e in events {
+                dividends.insert(format!("{}|{}|{}|{}", c.cik, e.ex_date, e.kind, micros(e.amount)));
+            }
+            summaries.insert(format!("{}|{}|{}", c.cik, now.date_naive(), summary.count));
+        }
+        for i in world.indices(now) {
+            indices.insert(format!(
+                "{}|{}|{}",
+                i.symbol,
+                i.last_price_date,
+                micros(i.last_price.unwrap())
+            ));
+        }
+        let (generated, markets) = world.coverage(now);
+        for m in markets {
+            for t in m.data_types {
+                coverage.insert(format!(
+                    "{}|{}|{}|{}",
+                    generated.date_naive(),
+                    m.market,
+                    t.data_type,
+                    m.companies
+                ));
+            }
+        }
+    }
+    let set = |v: Vec<String>| v.into_iter().collect::<BTreeSet<String>>();
+    let stored = set(h
+        .strings(
+            "SELECT company_key || '|' || ex_date || '|' || type || '|' || round(amount * 1e6)::BIGINT FROM dividends",
+        )
+        .await);
+    assert!(dividends.len() > 20, "the scenario has dividends");
+    assert_eq!(stored, dividends);
+    let stored = set(h
+        .strings("SELECT company_key || '|' || as_of_date || '|' || count FROM dividend_summaries")
+        .await);
+    assert_eq!(stored, summaries);
+    let stored = set(h
+        .strings(
+            "SELECT symbol || '|' || last_price_date || '|' || round(last_price * 1e6)::BIGINT FROM index_snapshots",
+        )
+        .await);
+    assert_eq!(stored, indices);
+    let stored = set(h
+        .strings(
+            "SELECT observed_date || '|' || market || '|' || data_type || '|' || companies FROM coverage_snapshots",
+        )
+        .await);
+    assert_eq!(stored, coverage);
+    assert_unique(&h, "dividends", "company_key, ex_date, type").await;
+}
