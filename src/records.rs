@@ -444,15 +444,7 @@ pub fn news_item(rows: &mut Rows, raw: &RawValue) -> Option<NewsSeen> {
             &serde_json::json!({"id": s.id, "name": s.name, "licenceClass": s.licence_class,
             "attribution": s.attribution, "displayPolicy": s.display_policy}),
         );
-        rows.table("news_sources")
-            .row()
-            .text(Some(&s.id))
-            .text(s.name.as_deref())
-            .text(s.licence_class.as_deref())
-            .text(s.attribution.as_deref())
-            .text(s.display_policy.as_deref())
-            .int(s.count_24h)
-            .end(&source_raw, &route);
+        news_source(rows, s, &source_raw, &route);
     }
     Some(NewsSeen {
         id: item.id,
@@ -467,16 +459,21 @@ pub fn news_sources(rows: &mut Rows, page: &wire::NewsSourcesPage<'_>) {
         let Some(s) = rows.parse::<wire::NewsSource>(raw, "news source") else {
             continue;
         };
-        rows.table("news_sources")
-            .row()
-            .text(Some(&s.id))
-            .text(s.name.as_deref())
-            .text(s.licence_class.as_deref())
-            .text(s.attribution.as_deref())
-            .text(s.display_policy.as_deref())
-            .int(s.count_24h)
-            .end(raw.get(), &route);
+        news_source(rows, &s, raw.get(), &route);
     }
+}
+
+/// One `news_sources` row, from an item's source object or the sources route.
+fn news_source(rows: &mut Rows, s: &wire::NewsSource, raw: &str, route: &str) {
+    rows.table("news_sources")
+        .row()
+        .text(Some(&s.id))
+        .text(s.name.as_deref())
+        .text(s.licence_class.as_deref())
+        .text(s.attribution.as_deref())
+        .text(s.display_policy.as_deref())
+        .int(s.count_24h)
+        .end(raw, route);
 }
 
 /// `news_topics` from the topic taxonomy.
