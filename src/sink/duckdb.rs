@@ -22,6 +22,13 @@ pub fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// A SQL list of string literals, for `IN (...)`: DuckDB binds no list
+/// parameter to `IN`, and keys come from the service, so each is escaped.
+pub fn string_list(values: &[String]) -> String {
+    let quoted: Vec<String> = values.iter().map(|v| format!("'{}'", v.replace('\'', "''"))).collect();
+    quoted.join(", ")
+}
+
 /// Point-in-time views over `macro_observations` (warehouse contract).
 ///
 /// `macro_latest`: per period, the newest vintage; of two values served under
@@ -275,16 +282,12 @@ impl DuckDbSink {
             LoadRule::Upsert | LoadRule::Replace => {
                 if table.load == LoadRule::Replace && !partitions.is_empty() {
                     let part = &key[0];
-                    let values: Vec<String> = partitions
-                        .iter()
-                        .map(|p| format!("'{}'", p.replace('\'', "''")))
-                        .collect();
                     self.conn
                         .execute(
                             &format!(
                                 "DELETE FROM {target} t WHERE t.{part} IN ({}) \
                                  AND NOT EXISTS (SELECT 1 FROM {stage} s WHERE {})",
-                                values.join(", "),
+                                string_list(partitions),
                                 key_eq("t", "s", &key)
                             ),
                             [],

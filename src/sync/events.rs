@@ -9,7 +9,7 @@ use super::{Member, Progress, SyncError, Syncer, found, upstream_error};
 use crate::pipeline::Pipeline;
 use crate::records::{self, Rows};
 use crate::sink::Checkpoint;
-use crate::sink::duckdb::sql_err;
+use crate::sink::duckdb::{sql_err, string_list};
 use crate::upstream::{Access, UpstreamError, encode};
 use crate::wire;
 
@@ -19,6 +19,8 @@ const GATED_LOOKBACK_DAYS: i64 = 7;
 /// New filings allowed for beyond what the warehouse already knows about.
 const INDEX_MARGIN: i64 = 5;
 const MAX_INDEX_LIMIT: i64 = 500;
+/// Reads of one wire day whose total keeps moving before it is taken as read.
+const WIRE_DAY_ATTEMPTS: u32 = 3;
 
 /// A company index checkpoint: the newest filing seen.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -75,7 +77,7 @@ impl Syncer {
                 attempt += 1;
                 let mut offset = 0u64;
                 let mut first_total = None;
-                let last_total = loop {
+                let settled = loop {
                     let route = format!(
                         "{}?from={day}&to={day}&sort=oldest&limit={limit}&offset={offset}",
                         pipeline.route
@@ -100,28 +102,24 @@ impl Syncer {
                     first_total.get_or_insert(page.total);
                     offset += page.count as u64;
                     let done = page.count == 0 || page.total.is_none_or(|t| offset >= t);
-                    self.commit(run_id, page.rows, None, progress).await?;
+                    // The day is complete once its total held still while it was
+                    // read (or after the last attempt): its last page carries it.
+                    let settled = done && (first_total == Some(page.total) || attempt == WIRE_DAY_ATTEMPTS);
+                    let checkpoint = settled.then(|| Checkpoint {
+                        pipeline: pipeline.name.clone(),
+                        partition: String::new(),
+                        cursor: day.to_string(),
+                    });
+                    self.commit(run_id, page.rows, checkpoint, progress).await?;
                     if done {
-                        break page.total;
+                        break settled;
                     }
                 };
-                if first_total == Some(last_total) || attempt == 3 {
+                if settled {
                     break;
                 }
                 tracing::info!(message = "Wire day changed while read; reading it again.", %day);
             }
-            let checkpoint = Checkpoint {
-                pipeline: pipeline.name.clone(),
-                partition: String::new(),
-                cursor: day.to_string(),
-            };
-            self.commit(
-                run_id,
-                Rows::new(run_id, &pipeline.route, self.clock.now()),
-                Some(checkpoint),
-                progress,
-            )
-            .await?;
             day += Duration::days(1);
         }
         Ok(())
@@ -249,8 +247,7 @@ impl Syncer {
         let missing: Vec<(String, String, String)> = self
             .sink
             .call(move |s| {
-                let list: Vec<String> = keys.iter().map(|k| format!("'{}'", k.replace('\'', "''"))).collect();
-                if list.is_empty() {
+                if keys.is_empty() {
                     return Ok(Vec::new());
                 }
                 let sql = format!(
@@ -261,7 +258,7 @@ impl Syncer {
                      SELECT w.company_key, w.accession, w.item FROM wanted w
                      ANTI JOIN event_item_texts t ON t.accession = w.accession AND t.item = w.item
                      ORDER BY w.accession, w.item",
-                    list.join(", ")
+                    string_list(&keys)
                 );
                 let mut stmt = s
                     .connection()
@@ -304,7 +301,10 @@ impl Syncer {
                         // The filing has coded items after all: the 400 lists them.
                         Err(UpstreamError::BadRequest { body, .. }) if item.is_empty() && body.items.is_some() => {
                             listed = body.items.unwrap_or_default();
-                            queue.extend(listed.iter().cloned());
+                            match self.stored_items(&accession).await {
+                                Ok(stored) => queue.extend(listed.iter().filter(|i| !stored.contains(*i)).cloned()),
+                                Err(e) => return (rows, listed, problems, Err(e)),
+                            }
                         }
                         Err(UpstreamError::NotFound { route, message }) => {
                             problems.push(format!("{route}: 404 {message}"));
@@ -325,6 +325,27 @@ impl Syncer {
             result?;
         }
         Ok(())
+    }
+}
+
+impl Syncer {
+    /// The items of a filing whose texts are already stored.
+    async fn stored_items(&self, accession: &str) -> Result<std::collections::HashSet<String>, SyncError> {
+        let accession = accession.to_owned();
+        Ok(self
+            .sink
+            .call(move |s| {
+                let mut stmt = s
+                    .connection()
+                    .prepare("SELECT item FROM event_item_texts WHERE accession = ?")
+                    .map_err(sql_err("event_item_texts", "listing stored items"))?;
+                let rows = stmt
+                    .query_map([accession], |r| r.get(0))
+                    .map_err(sql_err("event_item_texts", "listing stored items"))?;
+                rows.collect::<Result<_, _>>()
+                    .map_err(sql_err("event_item_texts", "listing stored items"))
+            })
+            .await??)
     }
 }
 
