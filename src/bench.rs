@@ -345,3 +345,171 @@ pub async fn requests(config: &crate::config::Config, sizes: &[usize], out: &mut
     }
     Ok(())
 }
+
+/// Lags of one delivery path, in real seconds, in arrival order.
+struct Lags {
+    seconds: Vec<f64>,
+}
+
+impl Lags {
+    fn quantile(&self, q: f64) -> f64 {
+        let mut sorted = self.seconds.clone();
+        sorted.sort_by(f64::total_cmp);
+        let rank = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len());
+        sorted[rank - 1]
+    }
+}
+
+/// Reads the stream with a bare SSE client that parses each frame and keeps
+/// nothing: the floor any consumer of the stream could reach (the emulator's
+/// own push delay and the network), measured beside fdsync in the same run.
+async fn bare_stream_lags(
+    base_url: String,
+    clock: crate::clock::Clock,
+    speed: f64,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<Vec<f64>, SyncError> {
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+    let response = reqwest::Client::new()
+        .get(format!("{base_url}/api/v1/news/stream"))
+        .header("X-API-KEY", crate::emulator::DEMO_BUILD_KEY)
+        .send()
+        .await
+        .map_err(|e| SyncError::Other(format!("baseline stream: {e}")))?;
+    let mut events = response.bytes_stream().eventsource();
+    let mut lags = Vec::new();
+    loop {
+        let event = tokio::select! {
+            e = events.next() => e,
+            () = shutdown.cancelled() => break,
+        };
+        let Some(Ok(event)) = event else { break };
+        let page: serde_json::Value =
+            serde_json::from_str(&event.data).map_err(|e| SyncError::Other(format!("baseline frame: {e}")))?;
+        let now = clock.now();
+        for item in page["items"].as_array().into_iter().flatten() {
+            if item["rewritten"].as_bool() == Some(true) {
+                continue;
+            }
+            if let Some(seen) = item["firstSeenAt"]
+                .as_str()
+                .and_then(|t| t.parse::<chrono::DateTime<chrono::Utc>>().ok())
+            {
+                lags.push((now - seen).num_microseconds().unwrap_or(0) as f64 / 1e6 / speed);
+            }
+        }
+    }
+    Ok(lags)
+}
+
+/// News lag in daemon mode: from an item's arrival in the emulator
+/// (`firstSeenAt`) to its row committed by fdsync's live stream, over
+/// `items` arrivals, against a bare SSE reader on the same emulator at the
+/// same time. The emulator's clock runs `speed` times real time so that many
+/// items arrive in a short run; lags are converted back to real seconds.
+pub async fn news_lag(
+    config: &crate::config::Config,
+    items: u64,
+    speed: f64,
+    out: &mut impl Write,
+) -> Result<(), SyncError> {
+    use crate::clock::Clock;
+    use crate::emulator::{self, EmulatorConfig, StreamTiming, news};
+
+    let clock = Clock::simulated(BENCH_START.parse().expect("start time"), speed);
+    let running = emulator::spawn(
+        EmulatorConfig {
+            clock: clock.clone(),
+            generated_companies: 5000,
+            stream: StreamTiming {
+                poll: std::time::Duration::from_millis(5),
+                ..StreamTiming::default()
+            },
+            ..EmulatorConfig::default()
+        },
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    )
+    .await
+    .map_err(|e| SyncError::Other(format!("cannot start the emulator: {e}")))?;
+    let dir = tempfile_dir()?;
+    let (syncer, pipelines) =
+        crate::demo::local_syncer(&running, config.clone(), &dir.join("lag.duckdb"), clock.clone()).await?;
+    let news_pipeline = pipelines
+        .into_iter()
+        .find(|p| p.params.stream_route.is_some())
+        .ok_or_else(|| SyncError::Other("no pipeline with params.stream_route to measure".into()))?;
+    let seed = running.emulator.world().seed;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let first = news::CADENCE.count_at(seed, clock.now());
+    let stop = {
+        let shutdown = shutdown.clone();
+        let clock = clock.clone();
+        async move {
+            // Past the last measured arrival, plus a real second for its commit.
+            let last = news::CADENCE.at(seed, first + items + 1);
+            while clock.now() < last {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            shutdown.cancel();
+        }
+    };
+    let started = Instant::now();
+    let (fdsync, bare, ()) = tokio::join!(
+        syncer.run_stream(&news_pipeline, &shutdown, true),
+        bare_stream_lags(running.base_url(), clock.clone(), speed, shutdown.clone()),
+        stop
+    );
+    let elapsed = started.elapsed();
+    let report = fdsync?;
+    let bare = bare?;
+    syncer.sink.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let fdsync = Lags {
+        seconds: report
+            .lags
+            .unwrap_or_default()
+            .into_iter()
+            .take(items as usize)
+            .map(|l| l / speed)
+            .collect(),
+    };
+    let bare = Lags {
+        seconds: bare.into_iter().take(items as usize).collect(),
+    };
+    if fdsync.seconds.is_empty() || bare.seconds.is_empty() {
+        return Err(SyncError::Other("no item arrived while the stream was measured".into()));
+    }
+    writeln!(
+        out,
+        "news lag, arrival in the emulator to committed row ({} items over {:.0} s; emulator clock x{speed}, stream pushes within 5 ms)",
+        fdsync.seconds.len(),
+        elapsed.as_secs_f64()
+    )?;
+    writeln!(out, "| path | items | p50 ms | p99 ms | max ms |")?;
+    writeln!(out, "|---|---:|---:|---:|---:|")?;
+    for (name, lags) in [
+        ("fdsync stream -> DuckDB commit", &fdsync),
+        ("baseline: bare SSE reader, parse only", &bare),
+    ] {
+        writeln!(
+            out,
+            "| {name} | {} | {:.1} | {:.1} | {:.1} |",
+            lags.seconds.len(),
+            lags.quantile(0.5) * 1000.0,
+            lags.quantile(0.99) * 1000.0,
+            lags.quantile(1.0) * 1000.0
+        )?;
+    }
+    writeln!(
+        out,
+        "fdsync's own share (commit included): p50 +{:.1} ms, p99 +{:.1} ms; {} frames in {} commits, {} connections",
+        (fdsync.quantile(0.5) - bare.quantile(0.5)) * 1000.0,
+        (fdsync.quantile(0.99) - bare.quantile(0.99)) * 1000.0,
+        report.frames,
+        report.commits,
+        report.connections
+    )?;
+    Ok(())
+}

@@ -97,6 +97,59 @@ pub struct WarehouseConfig {
     /// Optional Parquet output folder. Not available yet: setting it is an error
     /// rather than a silently ignored sink.
     pub parquet_dir: Option<String>,
+    /// Milliseconds without a write after which the writer closes the database
+    /// file, so that readers can open it (DuckDB lets one process write or
+    /// many read). 0 keeps it open for as long as fdsync runs.
+    #[serde(default = "default_release_ms")]
+    pub release_when_idle_ms: u64,
+}
+
+fn default_release_ms() -> u64 {
+    1000
+}
+
+/// `[daemon]`: what `fdsync daemon` runs beside the schedules.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// Where `/metrics` (Prometheus) and `/healthz` are served; "off" serves neither.
+    #[serde(default = "default_metrics_addr")]
+    pub metrics_addr: String,
+    /// Keep the live news stream connected (pipelines with `params.stream_route`).
+    #[serde(default = "default_true")]
+    pub stream: bool,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            metrics_addr: default_metrics_addr(),
+            stream: true,
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// The metrics address, `None` when turned off.
+    ///
+    /// # Errors
+    /// When it is neither "off" nor a socket address, with what to write instead.
+    pub fn metrics_socket(&self) -> Result<Option<std::net::SocketAddr>, String> {
+        match self.metrics_addr.trim() {
+            "" | "off" => Ok(None),
+            text => text.parse().map(Some).map_err(|_| {
+                format!("daemon.metrics_addr = {text:?}: expected an address like \"127.0.0.1:9464\", or \"off\"")
+            }),
+        }
+    }
+}
+
+fn default_metrics_addr() -> String {
+    "127.0.0.1:9464".into()
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// `[universe]`: what to mirror.
@@ -146,6 +199,8 @@ pub struct Config {
     pub pipelines: PipelinesConfig,
     #[serde(default)]
     pub news: NewsFilters,
+    #[serde(default)]
+    pub daemon: DaemonConfig,
 }
 
 /// `[news]`: filters every news request carries (feed, company news, stream).
@@ -272,6 +327,7 @@ impl Config {
                 "warehouse.parquet_dir = {dir:?}: the Parquet sink is not available in this version; remove the key (DuckDB is always written)"
             )));
         }
+        self.daemon.metrics_socket().map_err(invalid)?;
         if self.upstream.max_attempts == 0 {
             return Err(invalid("upstream.max_attempts must be at least 1".into()));
         }

@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::config::{ApiKey, Config};
 use crate::emulator::{self, EmulatorConfig};
 use crate::pipeline;
-use crate::sink::{SinkError, SinkHandle};
+use crate::sink::{SinkError, SinkHandle, SinkOptions};
 use crate::sync::{SyncError, SyncReport, Syncer};
 use crate::upstream::Client;
 
@@ -91,7 +91,11 @@ pub async fn local_syncer(
     let pipelines = pipeline::load_dir(&config.pipelines.dir, config.pipelines.enabled.as_deref())?;
     let client = Client::new(&config.upstream, Some(key), clock.clone())
         .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
-    let sink = SinkHandle::open_duckdb(warehouse.to_owned()).await?;
+    let sink = SinkHandle::open_duckdb_with(
+        warehouse.to_owned(),
+        SinkOptions::from_config(&config.warehouse, "fdsync demo"),
+    )
+    .await?;
     let syncer = Syncer {
         config,
         client,

@@ -14,18 +14,25 @@
 //! - [`sync`]: one run of the pipelines, with its run log.
 //! - [`emulator`]: the upstream service, offline, for tests, demo and benchmarks.
 //! - [`clock`]: real or simulated time, shared by the emulator and the client.
+//! - [`daemon`]: `fdsync daemon`: schedules, the live stream, metrics, clean stop.
+//! - [`status`]: `fdsync status`, read from the bookkeeping tables.
+//! - [`metrics`] and [`progress`]: what operators watch.
 //! - [`demo`]: `fdsync demo`.
 
 pub mod batch;
 pub mod bench;
 pub mod clock;
 pub mod config;
+pub mod daemon;
 pub mod demo;
 pub mod emulator;
+pub mod metrics;
 pub mod pipeline;
 pub mod planner;
+pub mod progress;
 pub mod records;
 pub mod sink;
+pub mod status;
 pub mod sync;
 pub mod tables;
 pub mod upstream;

@@ -9,9 +9,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 use fdsync::clock::Clock;
 use fdsync::config::Config;
 use fdsync::emulator::{self, Account, EmulatorConfig, HeaderForm};
-use fdsync::sink::SinkHandle;
+use fdsync::sink::{SinkHandle, SinkOptions};
 use fdsync::sync::{SyncError, Syncer};
 use fdsync::upstream::Client;
+use tokio_util::sync::CancellationToken;
 
 /// Mirror a financial disclosure data API into DuckDB, incrementally and within quota.
 ///
@@ -50,7 +51,7 @@ enum Command {
     ///
     /// Example: FDSYNC_API_KEY=pk_live_... fdsync sync --once --pipeline prices
     Sync {
-        /// Run once and exit (the only mode of `sync`; `fdsync daemon` will schedule).
+        /// Run once and exit (the only mode of `sync`; `fdsync daemon` schedules).
         #[arg(long, required = true)]
         once: bool,
         /// Run only this pipeline (repeatable); default every enabled pipeline.
@@ -61,6 +62,45 @@ enum Command {
         /// the next run resumes from the checkpoints, stalest companies first.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         max_requests: Option<u64>,
+    },
+    /// Run every pipeline on its cron schedule and keep the live news stream
+    /// connected, until SIGTERM or SIGINT (then exit 0 with every commit whole).
+    ///
+    /// A pipeline whose schedule fired since its last run (or that never ran)
+    /// runs at once; pipelines run one at a time. Prometheus metrics and a
+    /// health check are served on [daemon] metrics_addr (default
+    /// 127.0.0.1:9464: /metrics, /healthz). See docs/operations.md.
+    ///
+    /// Example: FDSYNC_API_KEY=pk_live_... fdsync daemon --config /etc/fdsync/fdsync.toml
+    Daemon {
+        /// Schedule only these pipelines (repeatable); default every enabled one.
+        #[arg(long = "pipeline", value_name = "NAME")]
+        pipelines: Vec<String>,
+        /// Do not keep the live news stream connected (the scheduled poll still runs).
+        #[arg(long)]
+        no_stream: bool,
+        /// Serve metrics here instead of [daemon] metrics_addr ("off": none).
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<String>,
+    },
+    /// Only the live news stream: commit every frame as it comes, reconnecting
+    /// forever from the last commit, until SIGTERM or SIGINT (exit 0).
+    ///
+    /// Example: FDSYNC_API_KEY=pk_live_... fdsync stream
+    Stream {
+        /// The pipeline whose stream to follow (it needs params.stream_route).
+        #[arg(long, default_value = "news")]
+        pipeline: String,
+    },
+    /// Per pipeline: last run, status, rows, checkpoint, freshness, next run;
+    /// and the quota the service reported last. Reads the warehouse without
+    /// writing; works while the daemon runs.
+    ///
+    /// Example: fdsync status --json | jq '.pipelines[] | {pipeline, freshness_secs}'
+    Status {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Start the emulator, sync everything into a fresh local DuckDB, and show example queries.
     Demo {
@@ -141,6 +181,20 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "25,100")]
         companies: Vec<usize>,
     },
+    /// News lag in daemon mode: from an item's arrival in the emulator to its
+    /// row committed by the live stream, p50 and p99, against a bare SSE
+    /// reader of the same stream in the same run.
+    ///
+    /// Example: fdsync bench news-lag --items 1000
+    NewsLag {
+        /// Arrivals to measure.
+        #[arg(long, default_value_t = 1000)]
+        items: u64,
+        /// Emulator clock speed: items arrive every 45 simulated seconds, so
+        /// 900 gives 20 a second.
+        #[arg(long, default_value_t = 900.0)]
+        speed: f64,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -160,13 +214,71 @@ fn init_logging(cli: &Cli) {
     // Dependencies stay at info: their trace output would be noise, not ours to show.
     let filter = tracing_subscriber::EnvFilter::try_from_env("FDSYNC_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("info,fdsync={level}")));
+    fdsync::progress::init(matches!(cli.log_format, LogFormat::Text) && !cli.quiet);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(fdsync::progress::LogWriter);
     match cli.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+}
+
+/// Pipelines by name (default: the enabled ones), from the configured folder.
+fn load_pipelines(config: &Config, names: Vec<String>) -> Result<Vec<fdsync::pipeline::Pipeline>, SyncError> {
+    let enabled = if names.is_empty() {
+        config.pipelines.enabled.clone()
+    } else {
+        Some(names)
+    };
+    Ok(fdsync::pipeline::load_dir(&config.pipelines.dir, enabled.as_deref())?)
+}
+
+async fn open_sink(config: &Config, holder: &str) -> Result<SinkHandle, SyncError> {
+    let options = SinkOptions::from_config(&config.warehouse, holder);
+    Ok(SinkHandle::open_duckdb_with(config.warehouse.duckdb.clone(), options).await?)
+}
+
+/// A syncer on the system clock with the configured key, holding the warehouse as `holder`.
+async fn connect(config: Config, holder: &str) -> Result<Syncer, SyncError> {
+    let key = config.api_key()?;
+    let clock = Clock::System;
+    let client = Client::new(&config.upstream, Some(key), clock.clone())
+        .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
+    let sink = open_sink(&config, holder).await?;
+    Ok(Syncer {
+        config,
+        client,
+        sink,
+        clock,
+    })
+}
+
+/// Cancelled at the first SIGTERM or SIGINT.
+fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let cancel = token.clone();
+    tokio::spawn(async move {
+        let terminate = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(e) => {
+                    tracing::warn!(message = "Cannot listen for SIGTERM; only SIGINT stops cleanly.", error = %e);
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = terminate => {}
+        }
+        tracing::info!(message = "Stopping: the commit in flight finishes, the page in flight is abandoned.");
+        cancel.cancel();
+    });
+    token
 }
 
 fn main() -> ExitCode {
@@ -196,30 +308,68 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
             max_requests,
         } => {
             let config = Config::load(&cli.config)?;
-            let key = config.api_key()?;
-            let enabled = if pipelines.is_empty() {
-                config.pipelines.enabled.clone()
-            } else {
-                Some(pipelines)
-            };
-            let pipelines = fdsync::pipeline::load_dir(&config.pipelines.dir, enabled.as_deref())?;
-            let clock = Clock::System;
-            let client = Client::new(&config.upstream, Some(key), clock.clone())
-                .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
+            config.api_key()?;
+            let pipelines = load_pipelines(&config, pipelines)?;
+            let syncer = connect(config, "fdsync sync --once").await?;
             if let Some(n) = max_requests {
-                client.limit_requests(n);
+                syncer.client.limit_requests(n);
             }
-            let sink = SinkHandle::open_duckdb(config.warehouse.duckdb.clone()).await?;
-            let syncer = Syncer {
-                config,
-                client,
-                sink,
-                clock,
-            };
             let (report, result) = syncer.run_once(&pipelines).await;
+            syncer.sink.close().await;
             let mut stdout = std::io::stdout();
             fdsync::demo::print_report(&mut stdout, &report)?;
             result
+        }
+        Command::Daemon {
+            pipelines,
+            no_stream,
+            metrics_addr,
+        } => {
+            let mut config = Config::load(&cli.config)?;
+            config.api_key()?;
+            if let Some(addr) = metrics_addr {
+                config.daemon.metrics_addr = addr;
+            }
+            let metrics_addr = config
+                .daemon
+                .metrics_socket()
+                .map_err(|e| SyncError::Other(format!("--metrics-addr: {e}")))?;
+            let pipelines = load_pipelines(&config, pipelines)?;
+            let syncer = connect(config.clone(), "fdsync daemon").await?;
+            let daemon = fdsync::daemon::Daemon {
+                syncer: std::sync::Arc::new(syncer),
+                pipelines,
+                stream: config.daemon.stream && !no_stream,
+                metrics_addr,
+            };
+            daemon.run(shutdown_on_signal()).await
+        }
+        Command::Stream { pipeline } => {
+            let config = Config::load(&cli.config)?;
+            config.api_key()?;
+            let pipelines = load_pipelines(&config, vec![pipeline])?;
+            let syncer = connect(config, "fdsync stream").await?;
+            let result = syncer.run_stream(&pipelines[0], &shutdown_on_signal(), false).await;
+            syncer.sink.close().await;
+            let report = result?;
+            println!(
+                "stream stopped: {} connections, {} frames, {} new items, {} rewritten headlines",
+                report.connections, report.frames, report.new_items, report.rewrites
+            );
+            Ok(())
+        }
+        Command::Status { json } => {
+            let config = Config::load(&cli.config)?;
+            let pipelines = load_pipelines(&config, Vec::new())?;
+            let status = fdsync::status::read(&config.warehouse.duckdb, &pipelines, chrono::Utc::now())?;
+            let mut stdout = std::io::stdout();
+            if json {
+                serde_json::to_writer_pretty(&mut stdout, &status).map_err(|e| SyncError::Other(e.to_string()))?;
+                println!();
+            } else {
+                fdsync::status::write_text(&mut stdout, &status)?;
+            }
+            Ok(())
         }
         Command::Bench(BenchCommand::EmulatorMemory { items }) => {
             fdsync::bench::emulator_memory(&items, &mut std::io::stdout()).await
@@ -227,6 +377,10 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
         Command::Bench(BenchCommand::Requests { companies }) => {
             let config = Config::load(&cli.config)?;
             fdsync::bench::requests(&config, &companies, &mut std::io::stdout()).await
+        }
+        Command::Bench(BenchCommand::NewsLag { items, speed }) => {
+            let config = Config::load(&cli.config)?;
+            fdsync::bench::news_lag(&config, items, speed, &mut std::io::stdout()).await
         }
         Command::Demo { warehouse } => {
             let config = Config::load(&cli.config)?;

@@ -80,6 +80,8 @@ pub struct Params {
     pub layers_route: Option<String>,
     /// monthly_revenue: days before a company without a mandate (404) is asked again.
     pub recheck_days: Option<u32>,
+    /// news: the live stream (SSE) that `fdsync stream` and the daemon keep connected.
+    pub stream_route: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,6 +298,13 @@ impl Pipeline {
                 if !raw.route.contains("{layers}") {
                     return Err(err("records = \"geo\" needs {layers} in route".into()));
                 }
+            }
+            Records::News if raw.params.stream_route.is_some() => needs(&raw.params.stream_route, "stream_route", &[])?,
+            _ if raw.params.stream_route.is_some() => {
+                return Err(err(format!(
+                    "params.stream_route: only records = \"news\" has a live stream, not {:?}",
+                    raw.records
+                )));
             }
             Records::EventTexts if !raw.route.contains("{accession}") => {
                 return Err(err(

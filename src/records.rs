@@ -391,6 +391,8 @@ fn json_text<T: serde::Serialize>(value: &T) -> String {
 pub struct NewsSeen {
     pub id: String,
     pub first_seen_at: Option<DateTime<Utc>>,
+    /// Sent again for a rewritten headline, not as a new arrival.
+    pub rewritten: bool,
 }
 
 /// `news_items`, `news_headline_revisions` and the item's `news_sources` row.
@@ -449,6 +451,7 @@ pub fn news_item(rows: &mut Rows, raw: &RawValue) -> Option<NewsSeen> {
     Some(NewsSeen {
         id: item.id,
         first_seen_at: item.first_seen_at,
+        rewritten: item.rewritten,
     })
 }
 

@@ -228,6 +228,9 @@ pub struct NewsPage<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct NewsItem {
     pub id: String,
+    /// Set on an item sent again because its headline was rewritten (`changedSince`).
+    #[serde(default)]
+    pub rewritten: bool,
     pub published_at: Option<DateTime<Utc>>,
     pub first_seen_at: Option<DateTime<Utc>>,
     pub updated_at: Option<DateTime<Utc>>,

@@ -10,12 +10,16 @@ mod accounts;
 mod budget;
 /// The `fdsync` binary: exit codes and the key never printed.
 mod cli;
+/// The service definitions in deploy/: systemd, Kubernetes, Docker.
+mod deploy;
 /// The emulator: as strict as the spec.
 mod emulator;
 /// Incremental loads: no duplicate keys, no rewritten rows, new data lands.
 mod incremental;
 /// Macro series: every vintage ever served, point in time.
 mod macro_history;
+/// Running as a service: stream, daemon, SIGTERM, one writer, status, metrics.
+mod operations;
 /// Pacing and retries: no self-caused 429, Retry-After honoured, quota stops.
 mod pacing;
 /// Every pipeline's tables against the emulator's ground truth.

@@ -11,32 +11,12 @@ use fdsync::sync::RunStatus;
 
 use crate::util::Harness;
 
-fn only(h: &Harness, names: &[&str]) -> Vec<Pipeline> {
-    let picked: Vec<Pipeline> = h
-        .all_pipelines
-        .iter()
-        .filter(|p| names.contains(&p.name.as_str()))
-        .cloned()
-        .collect();
-    assert_eq!(picked.len(), names.len(), "pipelines {names:?}");
-    picked
-}
-
 async fn run_ok(h: &Harness, pipelines: &[Pipeline]) {
     let (report, result) = h.syncer.run_once(pipelines).await;
     result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
     for o in &report.outcomes {
         assert_eq!(o.status, RunStatus::Ok, "{o:?}");
     }
-}
-
-async fn assert_unique(h: &Harness, table: &str, key: &str) {
-    let dupes = h
-        .int(&format!(
-            "SELECT count(*) FROM (SELECT {key} FROM {table} GROUP BY ALL HAVING count(*) > 1)"
-        ))
-        .await;
-    assert_eq!(dupes, 0, "duplicate keys in {table}");
 }
 
 fn text(v: &serde_json::Value, field: &str) -> String {
@@ -50,7 +30,7 @@ fn text(v: &serde_json::Value, field: &str) -> String {
 #[tokio::test]
 async fn news_tape_matches_the_emulator_through_arrivals_and_rewrites() {
     let h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
-    let mut pipelines = only(&h, &["news"]);
+    let mut pipelines = h.only(&["news"]);
     pipelines[0].params.backfill_days = Some(1);
     let world = h.emulator.emulator.world().clone();
     let sim = h.clock.as_sim().unwrap().clone();
@@ -119,7 +99,7 @@ async fn news_tape_matches_the_emulator_through_arrivals_and_rewrites() {
         .into_iter()
         .collect();
     assert_eq!(revisions, versions, "every headline version seen, once");
-    assert_unique(&h, "news_headline_revisions", "id, updated_at").await;
+    h.assert_unique("news_headline_revisions", "id, updated_at").await;
     let sources = h
         .int("SELECT count(*) FROM news_sources WHERE attribution IS NOT NULL AND display_policy IS NOT NULL")
         .await;
@@ -136,7 +116,7 @@ async fn company_news_follows_lineage_and_the_configured_filters() {
         c.news.min_importance = Some(30);
     })
     .await;
-    let mut pipelines = only(&h, &["companies", "company_news", "news_sources", "news_topics"]);
+    let mut pipelines = h.only(&["companies", "company_news", "news_sources", "news_topics"]);
     for p in &mut pipelines {
         p.params.backfill_days = Some(3);
     }
@@ -220,10 +200,7 @@ fn event_row(e: &events::Event, now: DateTime<Utc>) -> String {
 #[tokio::test]
 async fn events_and_item_texts_match_the_emulator_while_filings_arrive() {
     let h = Harness::new(PlanLimits::build(), &["MSFT", "AAPL"]).await;
-    let mut pipelines = only(
-        &h,
-        &["companies", "events_wire", "events_latest", "events", "event_texts"],
-    );
+    let mut pipelines = h.only(&["companies", "events_wire", "events_latest", "events", "event_texts"]);
     for p in &mut pipelines {
         p.params.backfill_days = Some(3);
         p.params.text_days = Some(20);
@@ -325,7 +302,7 @@ async fn events_and_item_texts_match_the_emulator_while_filings_arrive() {
         .collect();
     assert_eq!(stored_texts.len(), texts.len());
     assert_eq!(stored_texts, texts, "every item text once; the 400's items followed");
-    assert_unique(&h, "event_item_texts", "accession, item").await;
+    h.assert_unique("event_item_texts", "accession, item").await;
 }
 
 /// Regulation (replaced per company, coverage logged on change), monthly
@@ -335,7 +312,7 @@ async fn company_documents_and_geo_match_the_emulator_over_a_year() {
     let mut h = Harness::new(PlanLimits::build(), &["MSFT", "TW:2330", "JP:7203"]).await;
     h.restart(|c| c.universe.geo_layers = vec!["power_plants".into(), "ports".into()])
         .await;
-    let mut pipelines = only(&h, &["companies", "regulation", "monthly_revenue", "filings", "geo"]);
+    let mut pipelines = h.only(&["companies", "regulation", "monthly_revenue", "filings", "geo"]);
     for p in &mut pipelines {
         p.params.text_days = Some(200);
     }
@@ -467,7 +444,7 @@ async fn company_documents_and_geo_match_the_emulator_over_a_year() {
 #[tokio::test]
 async fn a_bad_record_is_quarantined_and_the_run_goes_on_partial() {
     let h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
-    let pipelines = only(&h, &["news_topics", "indices"]);
+    let pipelines = h.only(&["news_topics", "indices"]);
     h.emulator.emulator.set_faults(fdsync::emulator::Faults {
         bad_record: 1.0,
         ..Default::default()
@@ -505,7 +482,7 @@ async fn a_bad_record_is_quarantined_and_the_run_goes_on_partial() {
 #[tokio::test]
 async fn dividends_indices_and_coverage_match_the_emulator_over_weeks() {
     let h = Harness::new(PlanLimits::build(), &["MSFT", "O"]).await;
-    let pipelines = only(&h, &["companies", "dividends", "indices", "coverage"]);
+    let pipelines = h.only(&["companies", "dividends", "indices", "coverage"]);
     let world = h.emulator.emulator.world().clone();
     let sim = h.clock.as_sim().unwrap().clone();
     let companies: Vec<_> = ["MSFT", "O"].iter().map(|id| world.resolve(id).unwrap()).collect();
@@ -569,5 +546,5 @@ async fn dividends_indices_and_coverage_match_the_emulator_over_weeks() {
         )
         .await);
     assert_eq!(stored, coverage);
-    assert_unique(&h, "dividends", "company_key, ex_date, type").await;
+    h.assert_unique("dividends", "company_key, ex_date, type").await;
 }

@@ -145,6 +145,18 @@ impl Harness {
         self.syncer = syncer(config, &self.clock).await;
     }
 
+    /// The named pipelines, from every file in `pipelines/`.
+    pub fn only(&self, names: &[&str]) -> Vec<Pipeline> {
+        let picked: Vec<Pipeline> = self
+            .all_pipelines
+            .iter()
+            .filter(|p| names.contains(&p.name.as_str()))
+            .cloned()
+            .collect();
+        assert_eq!(picked.len(), names.len(), "pipelines {names:?}");
+        picked
+    }
+
     /// One integer from a SQL query on the warehouse.
     pub async fn int(&self, sql: &str) -> i64 {
         let sql = sql.to_owned();
@@ -154,6 +166,16 @@ impl Harness {
             .await
             .unwrap()
             .unwrap_or_else(|e| panic!("query failed: {e}"))
+    }
+
+    /// No key of `key` (a column list) appears twice in `table`.
+    pub async fn assert_unique(&self, table: &str, key: &str) {
+        let dupes = self
+            .int(&format!(
+                "SELECT count(*) FROM (SELECT {key} FROM {table} GROUP BY ALL HAVING count(*) > 1)"
+            ))
+            .await;
+        assert_eq!(dupes, 0, "duplicate keys in {table}");
     }
 
     /// Text rows from a SQL query.

@@ -13,6 +13,7 @@
 //! | POST | /admin/clock/advance?secs=N | moves a simulated clock forward (409 on the system clock) |
 //! | PUT | /admin/faults?spec=SPEC | sets injected faults, as `--faults` takes them |
 //! | GET | /admin/stats | requests answered, by status, 429s and faults |
+//! | POST | /admin/streams/drop | cuts every open news stream mid-flight, as a dropped link would |
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -62,9 +63,14 @@ impl Emulator {
             .route("/admin/clock/advance", post(advance_clock))
             .route("/admin/faults", put(set_faults))
             .route("/admin/stats", get(stats))
+            .route("/admin/streams/drop", post(drop_streams))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such admin route") })
             .with_state(Arc::new(self.clone()))
     }
+}
+
+async fn drop_streams(State(emulator): State<Arc<Emulator>>) -> Json<serde_json::Value> {
+    Json(json!({"dropped": emulator.drop_streams()}))
 }
 
 async fn accounts(State(emulator): State<Arc<Emulator>>) -> Json<serde_json::Value> {

@@ -240,6 +240,8 @@ struct AppState {
     faults: Mutex<Faults>,
     stream: StreamTiming,
     fault_seq: std::sync::atomic::AtomicU64,
+    /// Bumped to cut every open stream mid-flight, as a dropped link would.
+    stream_cuts: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Clone)]
@@ -292,8 +294,17 @@ impl Emulator {
                 faults: Mutex::new(config.faults),
                 stream: config.stream,
                 fault_seq: Default::default(),
+                stream_cuts: tokio::sync::watch::Sender::new(0),
             }),
         }
+    }
+
+    /// Cuts every open news stream without a clean end, as a dropped
+    /// connection would; returns how many were open.
+    pub fn drop_streams(&self) -> usize {
+        let open = self.state.stream_cuts.receiver_count();
+        self.state.stream_cuts.send_modify(|n| *n += 1);
+        open
     }
 
     /// Changes the injected faults from now on.
@@ -1307,6 +1318,18 @@ async fn news_top(State(state): State<Arc<AppState>>, Query(query): Query<HashMa
     Ok(Json(json!({"window": window, "items": items})).into_response())
 }
 
+/// Why a stream was cut (the admin asked for it).
+#[derive(Debug)]
+struct StreamCut;
+
+impl std::fmt::Display for StreamCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stream cut by the emulator's admin")
+    }
+}
+
+impl std::error::Error for StreamCut {}
+
 /// `GET /news/stream`: `event: items` frames carrying a feed body whenever new
 /// or rewritten items appear, a `: ping` comment at the ping interval, and a
 /// close after `close_after`; the client reconnects with `after`.
@@ -1315,25 +1338,35 @@ async fn news_stream(State(state): State<Arc<AppState>>, Query(query): Query<Has
     // Validate the filters and cursor the way the feed does.
     let mut probe = query.clone();
     probe.insert("limit".into(), "1".into());
-    probe.remove("changedSince");
+    if !probe.contains_key("after") {
+        probe.remove("changedSince");
+    }
     feed_page(&state, &probe, None)?;
     let now = state.clock.now();
     let start = match cursor_param(&query, "after")? {
         Some(a) => a,
         None => news::CADENCE.count_at(state.world.seed, now).saturating_sub(1),
     };
+    // A reconnecting client's changedSince: rewrites made while it was away come first.
+    let since = query
+        .get("changedSince")
+        .filter(|_| query.contains_key("after"))
+        .cloned()
+        .unwrap_or_else(|| now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
     let timing = state.stream.clone();
     let deadline = tokio::time::Instant::now() + timing.close_after;
-    let initial = (
-        state.clone(),
-        news::id(start),
-        now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        query,
-    );
-    let frames = futures::stream::unfold(initial, move |(state, latest, since, query)| async move {
+    let mut cuts = state.stream_cuts.subscribe();
+    cuts.mark_unchanged();
+    let initial = (state.clone(), news::id(start), since, query, cuts);
+    let frames = futures::stream::unfold(initial, move |(state, latest, since, query, mut cuts)| async move {
         loop {
             if tokio::time::Instant::now() >= deadline {
                 return None;
+            }
+            if cuts.has_changed().unwrap_or(false) {
+                // An error item aborts the response body: the client sees the
+                // connection cut mid-stream, not a clean end.
+                return Some((Err(StreamCut), (state, latest, since, query, cuts)));
             }
             let mut q = query.clone();
             q.insert("after".into(), latest.clone());
@@ -1346,15 +1379,15 @@ async fn news_stream(State(state): State<Arc<AppState>>, Query(query): Query<Has
             let next_since = page["serverTime"].as_str().unwrap_or(&since).to_owned();
             if page["items"].as_array().is_some_and(|i| !i.is_empty()) {
                 let event = Event::default().event("items").data(page.to_string());
-                return Some((
-                    Ok::<_, std::convert::Infallible>(event),
-                    (state, next_latest, next_since, query),
-                ));
+                return Some((Ok(event), (state, next_latest, next_since, query, cuts)));
             }
             let wait = timing
                 .poll
                 .min(deadline.saturating_duration_since(tokio::time::Instant::now()));
-            tokio::time::sleep(wait).await;
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = cuts.changed() => return Some((Err(StreamCut), (state, latest, since, query, cuts))),
+            }
         }
     });
     let keep_alive = KeepAlive::new().interval(state.stream.ping).text("ping");

@@ -22,6 +22,19 @@ pub fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// DuckDB's message for a file another process holds names the process
+/// deep inside; say plainly what it means and what to do.
+fn explain_open_error(message: &str) -> String {
+    if message.contains("Conflicting lock") || message.contains("Could not set lock") {
+        format!(
+            "another process has the database file open ({message}). Close it (a reader should open the file \
+             read-only, and only while fdsync is idle: see docs/operations.md), then run again."
+        )
+    } else {
+        message.to_owned()
+    }
+}
+
 /// A SQL list of string literals, for `IN (...)`: DuckDB binds no list
 /// parameter to `IN`, and keys come from the service, so each is escaped.
 pub fn string_list(values: &[String]) -> String {
@@ -78,13 +91,24 @@ impl DuckDbSink {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| open_err(format!("creating {}: {e}", dir.display())))?;
         }
-        let conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
-        let sink = DuckDbSink {
-            conn,
-            path: path.to_owned(),
-        };
+        let sink = Self::reopen(path)?;
         sink.create_schema()?;
         Ok(sink)
+    }
+
+    /// Opens a warehouse whose schema this process already created.
+    ///
+    /// # Errors
+    /// When the file cannot be opened; a file held by another process is named as such.
+    pub fn reopen(path: &Path) -> Result<DuckDbSink, SinkError> {
+        let conn = Connection::open(path).map_err(|e| SinkError::Open {
+            path: path.to_owned(),
+            message: explain_open_error(&e.to_string()),
+        })?;
+        Ok(DuckDbSink {
+            conn,
+            path: path.to_owned(),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -124,12 +148,19 @@ impl DuckDbSink {
     /// # Errors
     /// Any failure rolls the whole commit back; nothing is half-written.
     pub fn commit(&mut self, commit: Commit) -> Result<CommitStats, SinkError> {
+        let started = std::time::Instant::now();
         self.conn
             .execute_batch("BEGIN TRANSACTION")
             .map_err(sql_err("-", "begin"))?;
         match self.commit_inner(commit) {
             Ok(stats) => {
+                let loaded = started.elapsed();
                 self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit"))?;
+                tracing::trace!(
+                    message = "Committed.",
+                    load_ms = loaded.as_secs_f64() * 1e3,
+                    total_ms = started.elapsed().as_secs_f64() * 1e3
+                );
                 Ok(stats)
             }
             Err(e) => {
@@ -340,10 +371,17 @@ impl DuckDbSink {
                 )
             }
         };
+        let merge_started = std::time::Instant::now();
         let written = self
             .conn
             .execute(&sql, [])
             .map_err(sql_err(table.name, "merging the staged rows"))?;
+        tracing::trace!(
+            message = "Loaded.",
+            table = table.name,
+            rows = written,
+            merge_ms = merge_started.elapsed().as_secs_f64() * 1e3
+        );
         Ok(written as u64)
     }
 

@@ -5,9 +5,11 @@
 //! network waits and disk writes from blocking each other.
 
 pub mod duckdb;
+pub mod lock;
 
 use std::path::PathBuf;
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use arrow::record_batch::RecordBatch;
 
@@ -32,6 +34,13 @@ pub enum SinkError {
     },
     #[error("the warehouse writer stopped")]
     Closed,
+    #[error(transparent)]
+    Locked(#[from] lock::LockError),
+    #[error(
+        "cannot open warehouse {path} again for the next write (it was released while idle): {message}; \
+         nothing is lost: the run resumes from its last commit"
+    )]
+    Reopen { path: PathBuf, message: String },
 }
 
 /// One table's rows, ready to load.
@@ -92,12 +101,48 @@ pub struct CommitStats {
     pub per_table: Vec<(&'static str, u64)>,
 }
 
-type Job = Box<dyn FnOnce(&mut DuckDbSink) + Send>;
+/// Work for the writer thread; it gets the open database, or why it could
+/// not be opened again after an idle release.
+type Job = Box<dyn FnOnce(Result<&mut DuckDbSink, SinkError>) + Send>;
 
 enum Message {
     Job(Job),
     /// Close the database (releasing its file lock) and stop the thread.
     Close(tokio::sync::oneshot::Sender<()>),
+}
+
+/// How the writer holds the warehouse.
+#[derive(Debug, Clone)]
+pub struct SinkOptions {
+    /// Shown to a second writer that finds the warehouse taken (`fdsync daemon`).
+    pub holder: String,
+    /// Close the database after this long without work, so readers can open
+    /// it; it is opened again for the next job. `None` holds it throughout.
+    pub release_when_idle: Option<Duration>,
+    /// How long a job waits for a reader to let go of the file before failing.
+    pub reopen_wait: Duration,
+}
+
+impl SinkOptions {
+    /// The options `[warehouse]` asks for, held as `holder` (the command line).
+    pub fn from_config(warehouse: &crate::config::WarehouseConfig, holder: &str) -> SinkOptions {
+        SinkOptions {
+            holder: holder.to_owned(),
+            release_when_idle: (warehouse.release_when_idle_ms > 0)
+                .then(|| Duration::from_millis(warehouse.release_when_idle_ms)),
+            ..SinkOptions::default()
+        }
+    }
+}
+
+impl Default for SinkOptions {
+    fn default() -> Self {
+        SinkOptions {
+            holder: "fdsync".into(),
+            release_when_idle: Some(Duration::from_secs(1)),
+            reopen_wait: Duration::from_secs(60),
+        }
+    }
 }
 
 /// Async access to a sink that runs on its own thread.
@@ -107,28 +152,35 @@ pub struct SinkHandle {
 }
 
 impl SinkHandle {
-    /// Opens (creating if needed) the DuckDB warehouse at `path` on a writer thread.
+    /// Opens (creating if needed) the DuckDB warehouse at `path` on a writer
+    /// thread, with the default [`SinkOptions`].
     ///
     /// # Errors
-    /// When the file cannot be opened or its schema cannot be created.
+    /// When another writer holds it, or the file cannot be opened or its schema created.
     pub async fn open_duckdb(path: PathBuf) -> Result<SinkHandle, SinkError> {
+        Self::open_duckdb_with(path, SinkOptions::default()).await
+    }
+
+    /// Opens the warehouse as [`open_duckdb`](Self::open_duckdb) does, with `options`.
+    ///
+    /// # Errors
+    /// When another writer holds it, or the file cannot be opened or its schema created.
+    pub async fn open_duckdb_with(path: PathBuf, options: SinkOptions) -> Result<SinkHandle, SinkError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| SinkError::Open {
+                path: path.clone(),
+                message: format!("creating {}: {e}", dir.display()),
+            })?;
+        }
+        let claim = lock::WriterLock::acquire(&path, &options.holder)?;
         let (jobs, inbox) = mpsc::channel::<Message>();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
             .name("fdsync-duckdb".into())
             .spawn(move || match DuckDbSink::open(&path) {
-                Ok(mut sink) => {
+                Ok(sink) => {
                     let _ = ready_tx.send(Ok(()));
-                    for message in inbox {
-                        match message {
-                            Message::Job(job) => job(&mut sink),
-                            Message::Close(done) => {
-                                drop(sink);
-                                let _ = done.send(());
-                                return;
-                            }
-                        }
-                    }
+                    serve(sink, claim, &path, &options, &inbox);
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
@@ -150,10 +202,10 @@ impl SinkHandle {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.jobs
             .send(Message::Job(Box::new(move |sink| {
-                let _ = tx.send(f(sink));
+                let _ = tx.send(sink.map(f));
             })))
             .map_err(|_| SinkError::Closed)?;
-        rx.await.map_err(|_| SinkError::Closed)
+        rx.await.map_err(|_| SinkError::Closed)?
     }
 
     /// Finishes the jobs already queued, closes the database and releases its
@@ -166,6 +218,81 @@ impl SinkHandle {
     }
 
     pub async fn commit(&self, commit: Commit) -> Result<CommitStats, SinkError> {
-        self.call(move |sink| sink.commit(commit)).await?
+        let stats = self.call(move |sink| sink.commit(commit)).await??;
+        crate::metrics::rows_written(&stats);
+        Ok(stats)
+    }
+}
+
+/// The writer thread: runs jobs in order, letting go of the file when idle
+/// and taking it back for the next job.
+fn serve(
+    sink: DuckDbSink,
+    claim: lock::WriterLock,
+    path: &std::path::Path,
+    options: &SinkOptions,
+    inbox: &mpsc::Receiver<Message>,
+) {
+    let mut open = Some(sink);
+    loop {
+        let message = match (&open, options.release_when_idle) {
+            (Some(_), Some(idle)) => match inbox.recv_timeout(idle) {
+                Ok(m) => m,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    open = None;
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            },
+            _ => match inbox.recv() {
+                Ok(m) => m,
+                Err(_) => return,
+            },
+        };
+        match message {
+            Message::Job(job) => {
+                if open.is_none() {
+                    match reopen(path, options.reopen_wait) {
+                        Ok(sink) => open = Some(sink),
+                        Err(e) => {
+                            job(Err(e));
+                            continue;
+                        }
+                    }
+                }
+                job(Ok(open.as_mut().expect("opened above")));
+            }
+            Message::Close(done) => {
+                // Both released before the caller hears back, so it can open the file at once.
+                drop(open.take());
+                drop(claim);
+                let _ = done.send(());
+                return;
+            }
+        }
+    }
+}
+
+/// Opens the file again after an idle release, waiting while a reader has it.
+fn reopen(path: &std::path::Path, wait: Duration) -> Result<DuckDbSink, SinkError> {
+    let started = Instant::now();
+    let mut warned = false;
+    loop {
+        let message = match DuckDbSink::reopen(path) {
+            Ok(sink) => return Ok(sink),
+            Err(SinkError::Open { message, .. }) => message,
+            Err(e) => e.to_string(),
+        };
+        if started.elapsed() >= wait || !message.contains("lock") {
+            return Err(SinkError::Reopen {
+                path: path.to_owned(),
+                message,
+            });
+        }
+        if !warned {
+            tracing::warn!(message = "A reader has the warehouse open; waiting for it to close.", path = %path.display());
+            warned = true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -91,7 +91,9 @@ impl Syncer {
                         .await
                 }
             });
-            let mut results = futures::stream::iter(fetches).buffered(self.config.upstream.concurrency);
+            // Collected first: see `run_fan_out`.
+            let mut results =
+                futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
             while let Some(fetched) = results.next().await {
                 if let Some(rows) = found(fetched, progress)? {
                     self.commit(run_id, rows, None, progress).await?;

@@ -315,7 +315,8 @@ impl Syncer {
                 (rows, listed, problems, Ok(()))
             }
         });
-        let mut results = futures::stream::iter(fetches).buffered(self.config.upstream.concurrency);
+        // Collected first: see `run_fan_out`.
+        let mut results = futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
         while let Some((rows, listed, problems, result)) = results.next().await {
             if !listed.is_empty() {
                 tracing::info!(message = "Filing listed its coded items; fetched each.", items = ?listed);

@@ -99,7 +99,9 @@ impl Syncer {
                     (entry.key, fetched)
                 }
             });
-            let mut results = futures::stream::iter(fetches).buffered(self.config.upstream.concurrency);
+            // Collected first: see `run_fan_out`.
+            let mut results =
+                futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
             while let Some((key, fetched)) = results.next().await {
                 let Some((rows, newest_vintage)) = found(fetched, progress)? else {
                     continue;

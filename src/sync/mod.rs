@@ -8,6 +8,7 @@ mod documents;
 mod events;
 mod macro_history;
 mod news;
+mod stream;
 
 use std::fmt;
 
@@ -26,6 +27,8 @@ use crate::tables;
 use crate::upstream::ratelimit::QuotaWindow;
 use crate::upstream::{Access, Client, RequestRecord, UpstreamError, encode};
 use crate::wire;
+
+pub use self::stream::StreamReport;
 
 /// Why a run could not finish; each maps to an exit code of the operator contract.
 #[derive(Debug, thiserror::Error)]
@@ -169,7 +172,22 @@ impl Syncer {
             let started_at = self.clock.now();
             let sent_before = self.client.requests_sent();
             tracing::info!(message = "Pipeline started.", pipeline = %pipeline.name, %run_id);
-            let result = self.run_pipeline(pipeline, &run_id, &mut universe).await;
+            let tracker = crate::progress::Tracker::start(&pipeline.name);
+            let rows_before = crate::metrics::rows_committed();
+            let result = {
+                let run = self.run_pipeline(pipeline, &run_id, &mut universe);
+                tokio::pin!(run);
+                loop {
+                    tokio::select! {
+                        done = &mut run => break done,
+                        () = tracker.tick() => tracker.show(
+                            self.client.requests_sent() - sent_before,
+                            crate::metrics::rows_committed() - rows_before,
+                        ),
+                    }
+                }
+            };
+            tracker.finish();
             let requests = self.client.requests_sent() - sent_before;
             let (status, progress, error, stop) = match result {
                 Ok(p) if p.problems.is_empty() && p.quarantined == 0 => (RunStatus::Ok, p, None, None),
@@ -204,6 +222,7 @@ impl Syncer {
                 quarantined: progress.quarantined,
                 error,
             };
+            crate::metrics::pipeline_run(&pipeline.name, &outcome.status.to_string(), self.clock.now());
             tracing::info!(
                 message = "Pipeline finished.",
                 pipeline = %pipeline.name,
@@ -277,8 +296,10 @@ impl Syncer {
     }
 
     fn quota_ledger(&self, run_id: &str) -> Result<Option<TableBatch>, SinkError> {
-        let seen = self.client.quota_seen();
         let Some(key_id) = self.client.key_id() else {
+            return Ok(None);
+        };
+        let Some(seen) = self.client.quota_for_ledger() else {
             return Ok(None);
         };
         if seen.quota.remaining.is_none() && seen.rate.remaining.is_none() {
@@ -602,7 +623,9 @@ impl Syncer {
                 (key, partial, fetched)
             }
         });
-        let mut results = futures::stream::iter(fetches).buffered(self.config.upstream.concurrency);
+        // Collected before buffering: over a lazy `map` adapter the run future
+        // cannot be proven Send, and the daemon spawns it (rust-lang/rust#102211).
+        let mut results = futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
         while let Some((key, partial, fetched)) = results.next().await {
             if records == Records::MonthlyRevenue
                 && let Err(UpstreamError::NotFound { .. }) = &fetched

@@ -17,15 +17,43 @@ use crate::wire;
 
 /// Where one tape stands, saved as the checkpoint's cursor (JSON).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
-struct TapeCursor {
+pub(super) struct TapeCursor {
     /// The last `latestId`: the next `after`.
-    after: Option<String>,
+    pub(super) after: Option<String>,
     /// The last `serverTime`: the next `changedSince`.
-    changed_since: Option<String>,
+    pub(super) changed_since: Option<String>,
     /// The next `before` of the backfill; `None` once it reached the horizon.
-    before: Option<String>,
+    pub(super) before: Option<String>,
     /// Where the backfill stops, fixed at the first sync.
-    horizon: Option<DateTime<Utc>>,
+    pub(super) horizon: Option<DateTime<Utc>>,
+}
+
+/// The news pipeline's checkpoint partition that the live stream moves.
+pub(super) const STREAM_PARTITION: &str = "stream";
+
+impl TapeCursor {
+    /// A stored cursor; an unreadable one starts the tape again, with a warning.
+    pub(super) fn read(stored: Option<&StoredCheckpoint>, partition: &str) -> TapeCursor {
+        let Some(stored) = stored else {
+            return TapeCursor::default();
+        };
+        serde_json::from_str(&stored.cursor).unwrap_or_else(|e| {
+            tracing::warn!(
+                message = "Unreadable news checkpoint; starting the tape again.",
+                %partition,
+                error = %e
+            );
+            TapeCursor::default()
+        })
+    }
+
+    pub(super) fn checkpoint(&self, pipeline: &str, partition: &str) -> Checkpoint {
+        Checkpoint {
+            pipeline: pipeline.to_owned(),
+            partition: partition.to_owned(),
+            cursor: serde_json::to_string(self).expect("a cursor serializes"),
+        }
+    }
 }
 
 /// One tape to sync: the whole feed, or one company's.
@@ -51,7 +79,12 @@ impl Syncer {
             partition: String::new(),
             company_key: None,
         };
-        self.sync_tape(&tape, run_id, checkpoints.get(""), progress).await
+        // The poll keeps its own forward position even while the live stream
+        // runs ahead: skipping to the stream's would save no request (one
+        // page answers either way) and could skip what arrived before the
+        // stream first connected.
+        let cursor = TapeCursor::read(checkpoints.get(""), "");
+        self.sync_tape(&tape, run_id, cursor, progress).await
     }
 
     pub(super) async fn run_company_news(
@@ -69,15 +102,17 @@ impl Syncer {
                 partition: m.key.clone(),
                 company_key: Some(m.key),
             };
-            let stored = checkpoints.get(&tape.partition).cloned();
+            let cursor = TapeCursor::read(checkpoints.get(&tape.partition), &tape.partition);
             async move {
                 let mut own = Progress::default();
-                let result = self.sync_tape(&tape, run_id, stored.as_ref(), &mut own).await;
+                let result = self.sync_tape(&tape, run_id, cursor, &mut own).await;
                 (own, result)
             }
         });
         // Each company's pages go in order; companies share the rate budget.
-        let mut results = futures::stream::iter(tapes).buffer_unordered(self.config.upstream.concurrency);
+        // Collected first: see `run_fan_out`.
+        let mut results =
+            futures::stream::iter(tapes.collect::<Vec<_>>()).buffer_unordered(self.config.upstream.concurrency);
         let mut first_error = None;
         while let Some((own, result)) = results.next().await {
             progress.absorb(own);
@@ -92,22 +127,11 @@ impl Syncer {
         &self,
         tape: &Tape<'_>,
         run_id: &str,
-        stored: Option<&StoredCheckpoint>,
+        mut cursor: TapeCursor,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
         let limit = tape.pipeline.params.page_limit.unwrap_or(200);
         let filters = self.config.news.query();
-        let mut cursor: TapeCursor = match stored {
-            Some(s) => serde_json::from_str(&s.cursor).unwrap_or_else(|e| {
-                tracing::warn!(
-                    message = "Unreadable news checkpoint; starting the tape again.",
-                    partition = %tape.partition,
-                    error = %e
-                );
-                TapeCursor::default()
-            }),
-            None => TapeCursor::default(),
-        };
         // Forward: the head first when nothing was read yet, then after/changedSince
         // until the service says nothing more remains.
         loop {
@@ -215,11 +239,7 @@ impl Syncer {
         cursor: &TapeCursor,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
-        let checkpoint = Checkpoint {
-            pipeline: tape.pipeline.name.clone(),
-            partition: tape.partition.clone(),
-            cursor: serde_json::to_string(cursor).expect("a cursor serializes"),
-        };
+        let checkpoint = cursor.checkpoint(&tape.pipeline.name, &tape.partition);
         self.commit(run_id, rows, Some(checkpoint), progress).await?;
         Ok(())
     }

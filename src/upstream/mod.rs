@@ -20,6 +20,9 @@ use crate::config::{ApiKey, UpstreamConfig};
 use crate::wire::ErrorBody;
 use ratelimit::{Pacer, QuotaWindow, RateWindow};
 
+/// Pings come every 15 s; three missed mean the link is gone.
+const STREAM_READ_TIMEOUT_SECS: u64 = 45;
+
 /// Why a request did not produce a usable response.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
@@ -112,6 +115,9 @@ pub struct Client {
 
 struct Inner {
     http: reqwest::Client,
+    /// For the news stream: no overall timeout (the server holds it ~280 s),
+    /// but a read timeout well past the 15-s pings, so a dead link is noticed.
+    stream_http: reqwest::Client,
     base: String,
     key: std::sync::RwLock<Option<ApiKey>>,
     /// Where the key came from, when a file: re-read once on a 401, because a
@@ -129,6 +135,8 @@ struct Inner {
     log: Mutex<Vec<RequestRecord>>,
     quota: Mutex<QuotaSeen>,
     sent: std::sync::atomic::AtomicU64,
+    /// `sent` when the quota was last handed to the ledger.
+    ledger_sent: std::sync::atomic::AtomicU64,
 }
 
 impl Client {
@@ -142,10 +150,16 @@ impl Client {
             .pool_max_idle_per_host(config.concurrency)
             .user_agent(concat!("fdsync/", env!("CARGO_PKG_VERSION")))
             .build()?;
+        let stream_http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(config.timeout_secs.min(10)))
+            .read_timeout(Duration::from_secs(STREAM_READ_TIMEOUT_SECS))
+            .user_agent(concat!("fdsync/", env!("CARGO_PKG_VERSION")))
+            .build()?;
         let plan_limit = config.plan.and_then(|p| p.per_minute());
         Ok(Client {
             inner: Arc::new(Inner {
                 http,
+                stream_http,
                 base: config.base_url.trim_end_matches('/').to_owned(),
                 key: std::sync::RwLock::new(key),
                 key_file: config.api_key_file.clone(),
@@ -160,6 +174,7 @@ impl Client {
                 log: Mutex::new(Vec::new()),
                 quota: Mutex::new(QuotaSeen::default()),
                 sent: Default::default(),
+                ledger_sent: Default::default(),
             }),
         })
     }
@@ -176,6 +191,14 @@ impl Client {
     /// Takes the request log accumulated since the last call.
     pub fn drain_log(&self) -> Vec<RequestRecord> {
         std::mem::take(&mut *self.inner.log.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The quota as last seen, if a request was sent since the last call:
+    /// without one nothing new can be known, and the ledger row is skipped.
+    pub fn quota_for_ledger(&self) -> Option<QuotaSeen> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let sent = self.inner.sent.load(Relaxed);
+        (self.inner.ledger_sent.swap(sent, Relaxed) != sent).then(|| self.quota_seen())
     }
 
     pub fn quota_seen(&self) -> QuotaSeen {
@@ -341,6 +364,74 @@ impl Client {
         access: Access,
         parse: &impl Fn(&Bytes) -> Result<T, String>,
     ) -> Result<Fetched<T>, UpstreamError> {
+        let mut prepared = self.prepare(route, access, &self.inner.http).await?;
+        let result = match self
+            .answer(prepared.request, route, access, prepared.pacer, &mut prepared.record)
+            .await
+        {
+            Ok((response, now)) => match response.bytes().await {
+                Ok(body) => match parse(&body) {
+                    Ok(value) => Ok(Fetched {
+                        value,
+                        body,
+                        route: route.to_owned(),
+                        fetched_at: now,
+                    }),
+                    Err(e) => Err(transient(
+                        route,
+                        format!("response body did not parse ({} bytes): {e}", body.len()),
+                        None,
+                    )),
+                },
+                Err(e) => Err(transient(
+                    route,
+                    format!("response body cut short: {}", without_url(&e)),
+                    None,
+                )),
+            },
+            Err(e) => Err(e),
+        };
+        self.settle(prepared.record, prepared.started, result.as_ref().err());
+        result
+    }
+
+    /// Opens a long-lived response (the news stream) with one request: paced,
+    /// budgeted, keyed and logged like any other, but read as it arrives and
+    /// never cut off by the request timeout. Reconnecting is the caller's job.
+    ///
+    /// # Errors
+    /// As [`get`](Self::get), without retries.
+    pub async fn open_stream(&self, route: &str) -> Result<reqwest::Response, UpstreamError> {
+        match self.open_stream_once(route).await {
+            Err(UpstreamError::Unauthenticated { .. }) if self.reread_key() => self.open_stream_once(route).await,
+            other => other,
+        }
+    }
+
+    async fn open_stream_once(&self, route: &str) -> Result<reqwest::Response, UpstreamError> {
+        let mut prepared = self.prepare(route, Access::Key, &self.inner.stream_http).await?;
+        let result = self
+            .answer(
+                prepared.request,
+                route,
+                Access::Key,
+                prepared.pacer,
+                &mut prepared.record,
+            )
+            .await
+            .map(|(response, _)| response);
+        self.settle(prepared.record, prepared.started, result.as_ref().err());
+        result
+    }
+
+    /// Waits for the pacer, takes the request from the budget and the quota,
+    /// and builds the request with the key.
+    async fn prepare<'a>(
+        &'a self,
+        route: &str,
+        access: Access,
+        http: &reqwest::Client,
+    ) -> Result<Prepared<'a>, UpstreamError> {
         let inner = &self.inner;
         let pacer = match access {
             Access::Key => &inner.pacer,
@@ -358,55 +449,58 @@ impl Client {
             pacer.observe(None);
             return Err(exhausted);
         }
-        let started = Instant::now();
-        let at = inner.clock.now();
-        let mut request = inner.http.get(format!("{}{}", inner.base, route));
+        let mut request = http.get(format!("{}{}", inner.base, route));
         if access == Access::Key
             && let Some(key) = inner.key.read().unwrap_or_else(|e| e.into_inner()).as_ref()
         {
             request = request.header("X-API-KEY", key.expose());
         }
         inner.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut record = RequestRecord {
-            at,
-            route: route.to_owned(),
-            status: 0,
-            latency_ms: 0,
-            rate_remaining: None,
-            quota_remaining: None,
-            retry_after_s: None,
-            error: None,
-        };
-        let result = self.exchange(request, route, access, pacer, parse, &mut record).await;
+        Ok(Prepared {
+            request,
+            pacer,
+            started: Instant::now(),
+            record: RequestRecord {
+                at: inner.clock.now(),
+                route: route.to_owned(),
+                status: 0,
+                latency_ms: 0,
+                rate_remaining: None,
+                quota_remaining: None,
+                retry_after_s: None,
+                error: None,
+            },
+        })
+    }
+
+    /// Logs a finished request (the log table, metrics, debug line).
+    fn settle(&self, mut record: RequestRecord, started: Instant, error: Option<&UpstreamError>) {
         record.latency_ms = started.elapsed().as_millis() as i64;
-        if let Err(err) = &result {
+        if let Some(err) = error {
             record.error = Some(err.to_string());
         }
         tracing::debug!(
             message = "Request done.",
-            route,
+            route = record.route,
             status = record.status,
             latency_ms = record.latency_ms
         );
-        inner.log.lock().unwrap_or_else(|e| e.into_inner()).push(record);
-        result
+        crate::metrics::request(record.status, record.rate_remaining, record.quota_remaining);
+        self.inner.log.lock().unwrap_or_else(|e| e.into_inner()).push(record);
     }
 
-    async fn exchange<T>(
+    /// Sends the request and reads what its headers say (rate and quota
+    /// windows, Retry-After); a success comes back with its body unread, any
+    /// other status as the error it means.
+    async fn answer(
         &self,
         request: reqwest::RequestBuilder,
         route: &str,
         access: Access,
         pacer: &Pacer,
-        parse: &impl Fn(&Bytes) -> Result<T, String>,
         record: &mut RequestRecord,
-    ) -> Result<Fetched<T>, UpstreamError> {
+    ) -> Result<(reqwest::Response, DateTime<Utc>), UpstreamError> {
         let inner = &self.inner;
-        let transient = |message: String, retry_after| UpstreamError::Transient {
-            route: route.to_owned(),
-            message,
-            retry_after,
-        };
         let response = match request.send().await {
             Ok(r) => r,
             Err(e) => {
@@ -415,7 +509,7 @@ impl Client {
                     self.release_quota(None);
                 }
                 // reqwest errors carry the URL, which never holds the key (it travels in a header).
-                return Err(transient(format!("request failed: {}", without_url(&e)), None));
+                return Err(transient(route, format!("request failed: {}", without_url(&e)), None));
             }
         };
         let status = response.status();
@@ -437,24 +531,19 @@ impl Client {
         {
             pacer.hold_until(now + wait);
         }
+        if status.is_success() {
+            return Ok((response, now));
+        }
         let body = match response.bytes().await {
             Ok(b) => b,
-            Err(e) => return Err(transient(format!("response body cut short: {}", without_url(&e)), None)),
-        };
-        if status.is_success() {
-            return match parse(&body) {
-                Ok(value) => Ok(Fetched {
-                    value,
-                    body,
-                    route: route.to_owned(),
-                    fetched_at: now,
-                }),
-                Err(e) => Err(transient(
-                    format!("response body did not parse ({} bytes): {e}", body.len()),
+            Err(e) => {
+                return Err(transient(
+                    route,
+                    format!("response body cut short: {}", without_url(&e)),
                     None,
-                )),
-            };
-        }
+                ));
+            }
+        };
         let error: ErrorBody = serde_json::from_slice(&body).unwrap_or_else(|_| ErrorBody {
             error: String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
             ..Default::default()
@@ -484,7 +573,7 @@ impl Client {
                     sales_email: error.sales_email.unwrap_or_else(|| "the service's sales team".into()),
                 })
             }
-            StatusCode::TOO_MANY_REQUESTS => Err(transient(format!("429 rate_limited: {message}"), retry_after)),
+            StatusCode::TOO_MANY_REQUESTS => Err(transient(route, format!("429 rate_limited: {message}"), retry_after)),
             StatusCode::NOT_FOUND => Err(UpstreamError::NotFound {
                 route: route.to_owned(),
                 message,
@@ -494,13 +583,29 @@ impl Client {
                 message,
                 body: error,
             }),
-            s if s.is_server_error() => Err(transient(format!("HTTP {}: {message}", s.as_u16()), retry_after)),
+            s if s.is_server_error() => Err(transient(route, format!("HTTP {}: {message}", s.as_u16()), retry_after)),
             s => Err(UpstreamError::Status {
                 route: route.to_owned(),
                 status: s.as_u16(),
                 message,
             }),
         }
+    }
+}
+
+/// A request ready to send, with what its log row needs.
+struct Prepared<'a> {
+    request: reqwest::RequestBuilder,
+    pacer: &'a Pacer,
+    started: Instant,
+    record: RequestRecord,
+}
+
+fn transient(route: &str, message: String, retry_after: Option<Duration>) -> UpstreamError {
+    UpstreamError::Transient {
+        route: route.to_owned(),
+        message,
+        retry_after,
     }
 }
 

@@ -1,0 +1,224 @@
+//! `fdsync daemon`: every pipeline on its cron schedule, the live news stream
+//! kept connected, Prometheus metrics, and a clean stop on SIGTERM or SIGINT.
+//!
+//! Pipelines run one at a time, so each run's request count is its own and
+//! the quota is spent in a predictable order; when several are due they
+//! queue. A pipeline is due when its schedule fired since its last start, so
+//! a daemon started after downtime catches up once, not once per missed
+//! firing. Stopping abandons the page in flight: each page commits with its
+//! checkpoint in one transaction, so the warehouse is consistent at every
+//! point and the next run resumes from the last commit.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::pipeline::Pipeline;
+use crate::sink::duckdb::sql_err;
+use crate::sync::{SyncError, Syncer};
+
+pub struct Daemon {
+    pub syncer: Arc<Syncer>,
+    pub pipelines: Vec<Pipeline>,
+    /// Keep the live stream of every pipeline that has one connected.
+    pub stream: bool,
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+impl Daemon {
+    /// Runs until `shutdown` is cancelled, then lets the writer finish what
+    /// it was handed and closes the warehouse.
+    ///
+    /// # Errors
+    /// A refused key (every request would fail), a metrics address that
+    /// cannot be bound, or a warehouse that cannot be read.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), SyncError> {
+        let metrics = match self.metrics_addr {
+            Some(addr) => Some(serve_metrics(addr, shutdown.clone()).await?),
+            None => None,
+        };
+        if let Some(addr) = metrics {
+            tracing::info!(message = "Metrics served.", url = %format!("http://{addr}/metrics"));
+        }
+        let last_started = self.last_started().await?;
+        let turn = Arc::new(tokio::sync::Mutex::new(()));
+        let mut tasks = JoinSet::new();
+        for pipeline in self.pipelines.iter().cloned() {
+            let last = last_started.get(&pipeline.name).copied();
+            tasks.spawn(schedule(
+                self.syncer.clone(),
+                pipeline,
+                last,
+                turn.clone(),
+                shutdown.clone(),
+            ));
+        }
+        if self.stream {
+            for pipeline in self
+                .pipelines
+                .iter()
+                .filter(|p| p.params.stream_route.is_some())
+                .cloned()
+            {
+                let syncer = self.syncer.clone();
+                let shutdown = shutdown.clone();
+                tasks.spawn(async move {
+                    tracing::info!(message = "Live stream started.", pipeline = %pipeline.name);
+                    syncer.run_stream(&pipeline, &shutdown, false).await.map(|_| ())
+                });
+            }
+        }
+        tracing::info!(
+            message = "Daemon started.",
+            pipelines = self.pipelines.len(),
+            stream = self.stream
+        );
+        let mut failure = None;
+        while let Some(joined) = tasks.join_next().await {
+            let result = joined.unwrap_or_else(|e| Err(SyncError::Other(format!("a daemon task stopped: {e}"))));
+            if let Err(e) = result {
+                tracing::error!(message = "Daemon stopping.", error = %e);
+                failure.get_or_insert(e);
+                shutdown.cancel();
+            }
+        }
+        self.syncer.sink.close().await;
+        tracing::info!(message = "Daemon stopped; every commit is complete.");
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// When each pipeline last started, from the run log.
+    async fn last_started(&self) -> Result<HashMap<String, DateTime<Utc>>, SyncError> {
+        Ok(self
+            .syncer
+            .sink
+            .call(|s| {
+                let mut stmt = s
+                    .connection()
+                    .prepare("SELECT pipeline, max(started_at) FROM _sync_runs GROUP BY pipeline")
+                    .map_err(sql_err("_sync_runs", "reading the last runs"))?;
+                let rows = stmt
+                    .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, DateTime<Utc>>(1)?)))
+                    .map_err(sql_err("_sync_runs", "reading the last runs"))?;
+                rows.collect::<Result<HashMap<_, _>, _>>()
+                    .map_err(sql_err("_sync_runs", "reading the last runs"))
+            })
+            .await??)
+    }
+}
+
+/// One pipeline's loop: wait for its next firing, wait for its turn, run.
+async fn schedule(
+    syncer: Arc<Syncer>,
+    pipeline: Pipeline,
+    mut last_started: Option<DateTime<Utc>>,
+    turn: Arc<tokio::sync::Mutex<()>>,
+    shutdown: CancellationToken,
+) -> Result<(), SyncError> {
+    let clock = syncer.clock.clone();
+    loop {
+        let due = due_at(&pipeline.schedule, last_started, clock.now());
+        let Some(due) = due else {
+            tracing::info!(message = "Schedule never fires again.", pipeline = %pipeline.name);
+            return Ok(());
+        };
+        tracing::debug!(message = "Pipeline scheduled.", pipeline = %pipeline.name, %due);
+        tokio::select! {
+            () = clock.sleep_until(due) => {}
+            () = shutdown.cancelled() => return Ok(()),
+        }
+        let _turn = tokio::select! {
+            held = turn.lock() => held,
+            () = shutdown.cancelled() => return Ok(()),
+        };
+        last_started = Some(clock.now());
+        let (_report, result) = tokio::select! {
+            done = syncer.run_once(std::slice::from_ref(&pipeline)) => done,
+            () = shutdown.cancelled() => {
+                tracing::info!(
+                    message = "Run abandoned at shutdown; it resumes from its last commit.",
+                    pipeline = %pipeline.name
+                );
+                return Ok(());
+            }
+        };
+        match result {
+            Ok(()) => {}
+            // Every request would be refused: stop, so the operator sees it.
+            Err(e @ SyncError::Unauthenticated(_)) => return Err(e),
+            // Logged and recorded by the run; the next firing tries again.
+            Err(e) => tracing::warn!(message = "Pipeline run did not finish.", pipeline = %pipeline.name, error = %e),
+        }
+    }
+}
+
+/// When a pipeline runs next: the schedule's first firing after its last
+/// start (in the past when firings were missed: then at once, and only
+/// once), or now if it never ran. `None` when the schedule never fires again.
+fn due_at(schedule: &cron::Schedule, last_started: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    match last_started {
+        Some(last) => schedule.after(&last).next(),
+        None => Some(now),
+    }
+}
+
+async fn serve_metrics(addr: SocketAddr, shutdown: CancellationToken) -> Result<SocketAddr, SyncError> {
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get(|| async {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    crate::metrics::render(),
+                )
+            }),
+        )
+        .route("/healthz", get(|| async { "ok\n" }));
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        SyncError::Other(format!(
+            "daemon.metrics_addr {addr}: cannot listen: {e} (set another address, or \"off\")"
+        ))
+    })?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await;
+    });
+    Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_missed_firing_runs_once_at_start_then_the_schedule_resumes() {
+        let every_5 = crate::pipeline::parse_schedule("*/5 * * * *").unwrap();
+        let now = t("2026-11-26T12:02:00Z");
+        assert_eq!(due_at(&every_5, None, now), Some(now), "never ran: at once");
+        // Down since 09:00: three hours of firings are one catch-up run, now.
+        let due = due_at(&every_5, Some(t("2026-11-26T09:00:00Z")), now).unwrap();
+        assert!(due <= now);
+        // After that run started at 12:02, the next firing is 12:05.
+        assert_eq!(due_at(&every_5, Some(now), now), Some(t("2026-11-26T12:05:00Z")));
+        let weekly = crate::pipeline::parse_schedule("0 3 * * 0").unwrap();
+        assert_eq!(
+            due_at(&weekly, Some(t("2026-11-26T12:00:00Z")), now),
+            Some(t("2026-11-29T03:00:00Z")),
+            "Sunday 03:00 UTC"
+        );
+    }
+}

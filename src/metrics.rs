@@ -1,0 +1,194 @@
+//! Prometheus metrics: what an operator graphs and alerts on. Counted where
+//! things happen (the client, the sink, the runner, the stream), served by
+//! the daemon at `/metrics` in the text exposition format.
+//!
+//! One registry per process, like the `metrics` facade: every stage can count
+//! without the handle being threaded through it.
+
+use std::sync::LazyLock;
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::sink::CommitStats;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TableLabel {
+    table: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunLabel {
+    pipeline: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PipelineLabel {
+    pipeline: String,
+}
+
+struct Metrics {
+    registry: Registry,
+    requests: Family<StatusLabel, Counter>,
+    rate_limited: Counter,
+    rows_written: Family<TableLabel, Counter>,
+    quota_remaining: Gauge,
+    rate_remaining: Gauge,
+    runs: Family<RunLabel, Counter>,
+    last_success: Family<PipelineLabel, Gauge<f64, AtomicU64>>,
+    stream_lag: Histogram,
+    stream_connects: Family<StatusLabel, Counter>,
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
+    let mut registry = Registry::default();
+    let requests = Family::<StatusLabel, Counter>::default();
+    registry.register(
+        "fdsync_requests",
+        "Upstream requests sent, by HTTP status (\"error\": no response)",
+        requests.clone(),
+    );
+    let rate_limited = Counter::default();
+    registry.register(
+        "fdsync_rate_limited",
+        "Responses 429 (rate limit or quota)",
+        rate_limited.clone(),
+    );
+    let rows_written = Family::<TableLabel, Counter>::default();
+    registry.register(
+        "fdsync_rows_written",
+        "Warehouse rows inserted or changed, by table",
+        rows_written.clone(),
+    );
+    let quota_remaining = Gauge::default();
+    registry.register(
+        "fdsync_quota_remaining",
+        "Requests left in the daily or monthly quota, as the service last said",
+        quota_remaining.clone(),
+    );
+    let rate_remaining = Gauge::default();
+    registry.register(
+        "fdsync_rate_remaining",
+        "Requests left in the per-minute window, as the service last said",
+        rate_remaining.clone(),
+    );
+    let runs = Family::<RunLabel, Counter>::default();
+    registry.register("fdsync_pipeline_runs", "Pipeline runs, by how they ended", runs.clone());
+    let last_success = Family::<PipelineLabel, Gauge<f64, AtomicU64>>::default();
+    registry.register(
+        "fdsync_pipeline_last_success_timestamp_seconds",
+        "When each pipeline last finished ok (Unix seconds): alert on its age",
+        last_success.clone(),
+    );
+    let stream_lag = Histogram::new(exponential_buckets(0.005, 2.0, 14));
+    registry.register(
+        "fdsync_news_stream_lag_seconds",
+        "From a news item's first sighting by the service to its row committed by the live stream",
+        stream_lag.clone(),
+    );
+    let stream_connects = Family::<StatusLabel, Counter>::default();
+    registry.register(
+        "fdsync_news_stream_connections",
+        "Live stream connections, by how they ended (closed by the server, dropped, refused)",
+        stream_connects.clone(),
+    );
+    Metrics {
+        registry,
+        requests,
+        rate_limited,
+        rows_written,
+        quota_remaining,
+        rate_remaining,
+        runs,
+        last_success,
+        stream_lag,
+        stream_connects,
+    }
+});
+
+/// One request's answer: its status (0 when no response came) and the windows it reported.
+pub fn request(status: u16, rate_remaining: Option<u32>, quota_remaining: Option<u64>) {
+    let m = &*METRICS;
+    let label = if status == 0 {
+        "error".to_owned()
+    } else {
+        status.to_string()
+    };
+    m.requests.get_or_create(&StatusLabel { status: label }).inc();
+    if status == 429 {
+        m.rate_limited.inc();
+    }
+    if let Some(n) = rate_remaining {
+        m.rate_remaining.set(i64::from(n));
+    }
+    if let Some(n) = quota_remaining {
+        m.quota_remaining.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+}
+
+/// Rows committed by this process so far, for progress lines.
+static ROWS_COMMITTED: AtomicU64 = AtomicU64::new(0);
+
+pub fn rows_committed() -> u64 {
+    ROWS_COMMITTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub fn rows_written(stats: &CommitStats) {
+    ROWS_COMMITTED.fetch_add(stats.rows_written, std::sync::atomic::Ordering::Relaxed);
+    for (table, rows) in &stats.per_table {
+        METRICS
+            .rows_written
+            .get_or_create(&TableLabel {
+                table: (*table).to_owned(),
+            })
+            .inc_by(*rows);
+    }
+}
+
+pub fn pipeline_run(pipeline: &str, status: &str, finished_at: chrono::DateTime<chrono::Utc>) {
+    let m = &*METRICS;
+    m.runs
+        .get_or_create(&RunLabel {
+            pipeline: pipeline.to_owned(),
+            status: status.to_owned(),
+        })
+        .inc();
+    if status == "ok" {
+        m.last_success
+            .get_or_create(&PipelineLabel {
+                pipeline: pipeline.to_owned(),
+            })
+            .set(finished_at.timestamp_millis() as f64 / 1000.0);
+    }
+}
+
+pub fn stream_lag(seconds: f64) {
+    METRICS.stream_lag.observe(seconds.max(0.0));
+}
+
+pub fn stream_connection(outcome: &str) {
+    METRICS
+        .stream_connects
+        .get_or_create(&StatusLabel {
+            status: outcome.to_owned(),
+        })
+        .inc();
+}
+
+/// Every metric in the Prometheus text format.
+pub fn render() -> String {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &METRICS.registry).expect("writing to a String cannot fail");
+    out
+}

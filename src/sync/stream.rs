@@ -1,0 +1,342 @@
+//! The live news stream: Server-Sent Events whose `items` frames carry a feed
+//! body. Each frame commits with the cursor after it (the news pipeline's
+//! `stream` partition), and every connection starts from the last committed
+//! cursor with `after` and `changedSince`, so a server close, a dropped link
+//! or a crash loses nothing and repeats nothing.
+
+use std::time::{Duration, Instant};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::news::{STREAM_PARTITION, TapeCursor};
+use super::{PipelineOutcome, Progress, RunStatus, SyncError, Syncer, upstream_error};
+use crate::pipeline::Pipeline;
+use crate::records::{self, Rows};
+use crate::upstream::{UpstreamError, encode};
+use crate::wire;
+
+/// Frames read ahead while a commit runs, at most (each holds up to 200 items).
+const MAX_FRAMES_PER_COMMIT: usize = 50;
+
+/// A clean close sooner than this, with no frame, is treated as a failure
+/// (backoff), so a server that closes at once is not hammered.
+const SHORT_CONNECTION: Duration = Duration::from_secs(1);
+
+/// What a stream session did, for its run row, tests and the lag benchmark.
+#[derive(Debug, Default, Clone)]
+pub struct StreamReport {
+    pub connections: u64,
+    pub frames: u64,
+    /// Transactions the frames took: fewer than frames when they came in bursts.
+    pub commits: u64,
+    /// Items delivered as arrivals.
+    pub new_items: u64,
+    /// Items delivered again (flagged `rewritten`) for a rewritten headline.
+    pub rewrites: u64,
+    /// Connections cut mid-stream (not closed by the server).
+    pub dropped: u64,
+    /// Per first delivery, seconds from the service's first sighting to the
+    /// commit; kept only when asked for (a daemon runs for months).
+    pub lags: Option<Vec<f64>>,
+}
+
+/// How one connection ended.
+enum Ended {
+    Shutdown,
+    /// The server ended the response (it does so after about 280 s).
+    Closed,
+    Dropped(String),
+}
+
+impl Syncer {
+    /// Keeps `pipeline`'s stream connected until `shutdown`, committing every
+    /// frame with its cursor. A server close reconnects at once; a failure
+    /// backs off (jittered, up to a minute). A frame in flight at shutdown is
+    /// abandoned, never half committed.
+    ///
+    /// # Errors
+    /// A refused key, an unusable stream route, or a warehouse that cannot
+    /// be written; network trouble and exhausted quota are waited out.
+    pub async fn run_stream(
+        &self,
+        pipeline: &Pipeline,
+        shutdown: &CancellationToken,
+        keep_lags: bool,
+    ) -> Result<StreamReport, SyncError> {
+        let Some(stream_route) = pipeline.params.stream_route.clone() else {
+            return Err(SyncError::Other(format!(
+                "pipeline {} has no params.stream_route: nothing to stream",
+                pipeline.name
+            )));
+        };
+        let run_id = self.new_run_id();
+        let started_at = self.clock.now();
+        let sent_before = self.client.requests_sent();
+        let mut progress = Progress::default();
+        let mut report = StreamReport {
+            lags: keep_lags.then(Vec::new),
+            ..StreamReport::default()
+        };
+        let result = self
+            .stream_until(pipeline, &stream_route, &run_id, shutdown, &mut progress, &mut report)
+            .await;
+        let outcome = PipelineOutcome {
+            pipeline: format!("{}:{STREAM_PARTITION}", pipeline.name),
+            status: match &result {
+                Ok(()) if progress.quarantined == 0 => RunStatus::Ok,
+                Ok(()) => RunStatus::Partial,
+                Err(_) => RunStatus::Failed,
+            },
+            requests: self.client.requests_sent() - sent_before,
+            rows_written: progress.rows_written,
+            quarantined: progress.quarantined,
+            error: result.as_ref().err().map(ToString::to_string),
+        };
+        self.record_run(&run_id, &outcome, started_at).await?;
+        result.map(|()| report)
+    }
+
+    async fn stream_until(
+        &self,
+        pipeline: &Pipeline,
+        stream_route: &str,
+        run_id: &str,
+        shutdown: &CancellationToken,
+        progress: &mut Progress,
+        report: &mut StreamReport,
+    ) -> Result<(), SyncError> {
+        let checkpoints = self.checkpoints_of(pipeline).await?;
+        // Its own position; the first time, the poll's, so that the stream
+        // continues the tape without a gap; with neither, from now on.
+        let own = checkpoints.get(STREAM_PARTITION).or_else(|| checkpoints.get(""));
+        let mut cursor = TapeCursor::read(own, STREAM_PARTITION);
+        // The backfill is the poll's business.
+        (cursor.before, cursor.horizon) = (None, None);
+        let filters = self.config.news.query();
+        let new_backoff = || {
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(200))
+                .with_max_delay(Duration::from_secs(60))
+                .with_jitter()
+                .without_max_times()
+                .build()
+        };
+        let mut backoff = new_backoff();
+        while !shutdown.is_cancelled() {
+            let route = match (&cursor.after, &cursor.changed_since) {
+                (Some(after), Some(since)) => format!(
+                    "{stream_route}?after={}&changedSince={}{filters}",
+                    encode(after),
+                    encode(since)
+                ),
+                (Some(after), None) => format!("{stream_route}?after={}{filters}", encode(after)),
+                // Nothing read yet: from now on; the poll's backfill covers the past.
+                (None, _) if filters.is_empty() => stream_route.to_owned(),
+                (None, _) => format!("{stream_route}?{}", filters.trim_start_matches('&')),
+            };
+            let opened = tokio::select! {
+                opened = self.client.open_stream(&route) => opened,
+                () = shutdown.cancelled() => break,
+            };
+            let wait = match opened {
+                Ok(response) => {
+                    report.connections += 1;
+                    if report.connections == 1 {
+                        tracing::info!(message = "Live stream connected.", %route);
+                    } else {
+                        tracing::debug!(message = "Live stream reconnected.", %route);
+                    }
+                    let connected = Instant::now();
+                    let frames_before = report.frames;
+                    let ended = self
+                        .read_frames(
+                            pipeline,
+                            response,
+                            &route,
+                            run_id,
+                            &mut cursor,
+                            shutdown,
+                            progress,
+                            report,
+                        )
+                        .await?;
+                    let delivered = report.frames > frames_before;
+                    if delivered {
+                        backoff = new_backoff();
+                    }
+                    match ended {
+                        Ended::Shutdown => break,
+                        Ended::Closed if delivered || connected.elapsed() >= SHORT_CONNECTION => {
+                            crate::metrics::stream_connection("closed");
+                            tracing::debug!(message = "Stream closed by the server; reconnecting.");
+                            None
+                        }
+                        Ended::Closed => {
+                            crate::metrics::stream_connection("closed_early");
+                            backoff.next()
+                        }
+                        Ended::Dropped(why) => {
+                            crate::metrics::stream_connection("dropped");
+                            tracing::warn!(message = "Stream connection dropped; reconnecting from the last commit.", error = %why);
+                            if delivered { None } else { backoff.next() }
+                        }
+                    }
+                }
+                Err(UpstreamError::QuotaExhausted { reset_at, window, .. }) => {
+                    crate::metrics::stream_connection("quota_exhausted");
+                    tracing::warn!(message = "Quota spent; the stream resumes when it resets.", %window, %reset_at);
+                    (reset_at - self.clock.now()).to_std().ok()
+                }
+                Err(e @ (UpstreamError::Transient { .. } | UpstreamError::Status { .. })) => {
+                    crate::metrics::stream_connection("refused");
+                    tracing::warn!(message = "Cannot connect the stream; retrying.", error = %e);
+                    backoff.next()
+                }
+                Err(e) => return Err(upstream_error(e)),
+            };
+            if let Some(wait) = wait {
+                tokio::select! {
+                    () = self.clock.sleep(wait) => {}
+                    () = shutdown.cancelled() => break,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads one connection's frames, committing each with its cursor. The
+    /// frames that arrived while a commit ran go into the next commit
+    /// together (a group commit), so a burst costs one transaction, not one
+    /// per frame, and the lag stays near one commit's time.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_frames(
+        &self,
+        pipeline: &Pipeline,
+        response: reqwest::Response,
+        route: &str,
+        run_id: &str,
+        cursor: &mut TapeCursor,
+        shutdown: &CancellationToken,
+        progress: &mut Progress,
+        report: &mut StreamReport,
+    ) -> Result<Ended, SyncError> {
+        let mut events = response.bytes_stream().eventsource();
+        let mut buffered: Vec<String> = Vec::new();
+        let mut ended: Option<Ended> = None;
+        loop {
+            // Checked here too: while frames keep coming the buffer is never
+            // empty. What is buffered is not committed yet; the next
+            // connection asks for it again.
+            if shutdown.is_cancelled() {
+                return Ok(Ended::Shutdown);
+            }
+            if buffered.is_empty() && ended.is_none() {
+                let next = tokio::select! {
+                    next = events.next() => next,
+                    () = shutdown.cancelled() => return Ok(Ended::Shutdown),
+                };
+                take_event(next, &mut buffered, &mut ended);
+            }
+            if buffered.is_empty() {
+                if let Some(Ended::Dropped(_)) = &ended {
+                    report.dropped += 1;
+                }
+                return Ok(ended.take().unwrap_or(Ended::Closed));
+            }
+            let frames = std::mem::take(&mut buffered);
+            // Keep reading while the commit runs: what arrives meanwhile is
+            // the next commit's, however many frames it is.
+            let committed = {
+                let commit = self.commit_frames(pipeline, &frames, route, run_id, cursor, progress, report);
+                tokio::pin!(commit);
+                loop {
+                    tokio::select! {
+                        done = &mut commit => break done,
+                        next = events.next(), if ended.is_none() && buffered.len() < MAX_FRAMES_PER_COMMIT => {
+                            take_event(next, &mut buffered, &mut ended);
+                        }
+                    }
+                }
+            };
+            if let Err(why) = committed? {
+                return Ok(Ended::Dropped(why));
+            }
+        }
+    }
+
+    /// Commits `frames` in one transaction with the cursor after the last.
+    /// A frame that does not parse is not committed, nor any after it: the
+    /// next connection asks for them again (the error says why).
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_frames(
+        &self,
+        pipeline: &Pipeline,
+        frames: &[String],
+        route: &str,
+        run_id: &str,
+        cursor: &mut TapeCursor,
+        progress: &mut Progress,
+        report: &mut StreamReport,
+    ) -> Result<Result<(), String>, SyncError> {
+        let mut rows = Rows::new(run_id, route, self.clock.now());
+        let mut first_seen = Vec::new();
+        let mut taken = 0;
+        let mut bad = None;
+        for data in frames {
+            let page: wire::NewsPage = match serde_json::from_str(data) {
+                Ok(page) => page,
+                Err(e) => {
+                    bad = Some(format!("a frame did not parse: {e}"));
+                    break;
+                }
+            };
+            for raw in &page.items {
+                let Some(seen) = records::news_item(&mut rows, raw) else {
+                    continue;
+                };
+                if seen.rewritten {
+                    report.rewrites += 1;
+                } else {
+                    first_seen.push(seen.first_seen_at);
+                }
+            }
+            cursor.after = page.latest_id.clone().or(cursor.after.take());
+            cursor.changed_since = page.server_time.clone().or(cursor.changed_since.take());
+            taken += 1;
+        }
+        if taken > 0 {
+            let checkpoint = cursor.checkpoint(&pipeline.name, STREAM_PARTITION);
+            self.commit(run_id, rows, Some(checkpoint), progress).await?;
+            let committed_at = self.clock.now();
+            report.frames += taken;
+            report.commits += 1;
+            report.new_items += first_seen.len() as u64;
+            for seen in first_seen.into_iter().flatten() {
+                let lag = (committed_at - seen).num_microseconds().unwrap_or(0) as f64 / 1e6;
+                crate::metrics::stream_lag(lag);
+                if let Some(lags) = &mut report.lags {
+                    lags.push(lag);
+                }
+            }
+        }
+        Ok(bad.map_or(Ok(()), Err))
+    }
+}
+
+/// Files one stream event: a frame's data, or how the connection ended.
+fn take_event(
+    next: Option<Result<eventsource_stream::Event, impl std::fmt::Display>>,
+    buffered: &mut Vec<String>,
+    ended: &mut Option<Ended>,
+) {
+    match next {
+        None => *ended = Some(Ended::Closed),
+        Some(Err(e)) => *ended = Some(Ended::Dropped(e.to_string())),
+        Some(Ok(event)) if event.event == "items" => buffered.push(event.data),
+        // Other event names are not in the contract; a newer service may add some.
+        Some(Ok(_)) => {}
+    }
+}

@@ -1,0 +1,386 @@
+//! Running as a service: the live stream across closes and drops, the daemon
+//! stopped by SIGTERM mid-backfill, one writer per warehouse, status and metrics.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use fdsync::clock::Clock;
+use fdsync::emulator::{Faults, PlanLimits, StreamTiming, news};
+use fdsync::sink::SinkHandle;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio_util::sync::CancellationToken;
+
+use crate::util::{Harness, TEST_KEY, config_text, emulator_config, frozen_clock, repo};
+
+/// Polls `check` until it holds, failing after `limit`: a wait for a
+/// condition, not a sleep standing in for one.
+async fn wait_for<F: std::future::Future<Output = bool>>(what: &str, limit: Duration, mut check: impl FnMut() -> F) {
+    let started = Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The stream over four simulated hours, with the server closing every
+/// connection after 300 ms and one connection cut mid-flight: every item
+/// arrives, in its last version, delivered once as new; every rewrite once.
+#[tokio::test]
+async fn the_stream_delivers_every_item_once_across_server_closes_and_a_dropped_link() {
+    let clock = frozen_clock();
+    let mut config = emulator_config(&clock, PlanLimits::build());
+    config.stream = StreamTiming {
+        ping: Duration::from_millis(40),
+        close_after: Duration::from_millis(300),
+        poll: Duration::from_millis(5),
+    };
+    let h = Harness::with_emulator(config, &["MSFT"]).await;
+    let pipeline = h.only(&["news"]).remove(0);
+    let world = h.emulator.emulator.world().clone();
+    let sim = h.clock.as_sim().unwrap().clone();
+    let started = h.clock.now();
+    let first = news::CADENCE.count_at(world.seed, started);
+    let shutdown = CancellationToken::new();
+
+    let stream = h.syncer.run_stream(&pipeline, &shutdown, false);
+    let drive = async {
+        // Connected first: a stream with no cursor starts at the head.
+        wait_for("the stream to connect", Duration::from_secs(20), || async {
+            h.emulator.emulator.stats().requests > 0
+        })
+        .await;
+        let mut dropped = 0;
+        for step in 0..12 {
+            sim.advance(Duration::from_secs(20 * 60));
+            if step == 6 {
+                wait_for("an open stream to cut", Duration::from_secs(20), || async {
+                    h.emulator.emulator.drop_streams() > 0
+                })
+                .await;
+                dropped += 1;
+            }
+            // Caught up: the committed cursor is the newest item served.
+            wait_for("the stream to catch up", Duration::from_secs(30), || async {
+                let head = news::id(news::CADENCE.count_at(world.seed, h.clock.now()) - 1);
+                let committed = h
+                    .strings(
+                        "SELECT cursor FROM _sync_checkpoints WHERE pipeline = 'news' AND \"partition\" = 'stream'",
+                    )
+                    .await;
+                committed.first().is_some_and(|c| c.contains(&format!("\"{head}\"")))
+            })
+            .await;
+        }
+        shutdown.cancel();
+        dropped
+    };
+    let (report, dropped) = tokio::join!(stream, drive);
+    let report = report.unwrap();
+    let last = h.clock.now();
+    let count = news::CADENCE.count_at(world.seed, last);
+
+    assert!(report.connections >= 4, "several server closes: {report:?}");
+    assert!(
+        report.dropped >= dropped && dropped == 1,
+        "a connection was cut: {report:?}"
+    );
+    // Every item from the stream's start to the head, and the older items
+    // whose headlines were rewritten while it ran (the service sends those too).
+    let lookback = news::CADENCE.first_at_or_after(started - chrono::Duration::minutes(news::MAX_REWRITE_MINUTES + 1));
+    let older_rewritten: Vec<u64> = (lookback..first)
+        .filter(|n| news::rewritten_at(world.seed, *n).is_some_and(|t| t > started && t <= last))
+        .collect();
+    assert!(
+        !older_rewritten.is_empty(),
+        "the scenario rewrites items older than the stream"
+    );
+    let expected: Vec<u64> = older_rewritten.iter().copied().chain(first..count).collect();
+    let ids = h.strings("SELECT id FROM news_items ORDER BY id").await;
+    assert_eq!(ids, expected.iter().map(|n| news::id(*n)).collect::<Vec<_>>());
+    assert_eq!(
+        report.new_items,
+        count - first,
+        "each item delivered as new exactly once"
+    );
+    let mut truth = BTreeSet::new();
+    for n in expected {
+        let it = news::item(&world, n, last).unwrap();
+        truth.insert(format!(
+            "{}|{}",
+            it.json["id"].as_str().unwrap(),
+            it.json["headline"].as_str().unwrap()
+        ));
+    }
+    let stored: BTreeSet<String> = h
+        .strings("SELECT id || '|' || headline FROM news_items")
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(stored, truth, "every item in the version served last");
+    let revisions = h.int("SELECT count(*) FROM news_headline_revisions").await;
+    assert!(report.rewrites > 0, "the scenario rewrites delivered headlines");
+    assert_eq!(
+        revisions as u64,
+        (count - first) + report.rewrites,
+        "every version delivered once and kept: {report:?}"
+    );
+    h.assert_unique("news_headline_revisions", "id, updated_at").await;
+    let run = h
+        .strings("SELECT status FROM _sync_runs WHERE pipeline = 'news:stream'")
+        .await;
+    assert_eq!(run, ["ok"], "the stream session is in the run log");
+}
+
+/// A config file and a pipelines folder whose news backfill is `days` long.
+fn write_config(dir: &Path, base_url: &str, backfill_days: u32) -> PathBuf {
+    let pipelines = dir.join("pipelines");
+    std::fs::create_dir_all(&pipelines).unwrap();
+    let news = std::fs::read_to_string(repo().join("pipelines/news.toml")).unwrap();
+    let news = news.replace("backfill_days = 7", &format!("backfill_days = {backfill_days}"));
+    assert!(news.contains(&format!("backfill_days = {backfill_days}")));
+    std::fs::write(pipelines.join("news.toml"), news).unwrap();
+    let text = config_text(base_url, &dir.join("wh.duckdb"), &["MSFT"]).replace(
+        &format!("dir = \"{}\"", repo().join("pipelines").display()),
+        &format!("dir = \"{}\"", pipelines.display()),
+    );
+    let config = dir.join("fdsync.toml");
+    std::fs::write(&config, format!("{text}\n[daemon]\nmetrics_addr = \"127.0.0.1:0\"\n")).unwrap();
+    config
+}
+
+fn fdsync(config: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_fdsync"));
+    cmd.arg("--config")
+        .arg(config)
+        .args(["--log-format", "json"])
+        .args(args)
+        .env("FDSYNC_TEST_KEY_UNSET", TEST_KEY)
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Reads the daemon's JSON log lines until one carries `field` with a
+/// message `message`; returns that field.
+async fn log_field(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStderr>>,
+    message: &str,
+    field: &str,
+) -> String {
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if event["fields"]["message"] == message {
+            return event["fields"][field].as_str().unwrap_or_default().to_owned();
+        }
+    }
+    panic!("the log ended before {message:?}");
+}
+
+/// One sample of a Prometheus text page.
+fn sample(page: &str, name: &str) -> f64 {
+    page.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// SIGTERM mid-backfill: the daemon exits 0; what it committed matches its
+/// checkpoint (a contiguous run of items down to the `before` cursor); a
+/// later `sync --once` completes the tape with nothing lost or duplicated.
+#[tokio::test]
+async fn sigterm_mid_backfill_leaves_consistent_checkpoints_and_a_later_run_completes() {
+    let mut config = emulator_config(&Clock::System, PlanLimits::build());
+    config.faults = Faults::parse("slow=1.0,slow_ms=100").unwrap();
+    let emulator = crate::util::spawn(config).await;
+    let world = emulator.emulator.world().clone();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &emulator.base_url(), 3);
+    let mut daemon = fdsync(&config, &["daemon", "--pipeline", "news"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(daemon.stderr.take().unwrap()).lines();
+    let metrics = log_field(&mut log, "Metrics served.", "url").await;
+    let http = reqwest::Client::new();
+    let news_rows = || async {
+        let page = http.get(&metrics).send().await.unwrap().text().await.unwrap();
+        sample(&page, "fdsync_rows_written_total{table=\"news_items\"}")
+    };
+    wait_for("ten pages committed", Duration::from_secs(60), || async {
+        news_rows().await >= 2000.0
+    })
+    .await;
+    let page = http.get(&metrics).send().await.unwrap().text().await.unwrap();
+    assert!(sample(&page, "fdsync_requests_total{status=\"200\"}") >= 10.0, "{page}");
+    assert!(page.contains("fdsync_quota_remaining"), "{page}");
+
+    let pid = daemon.id().unwrap().to_string();
+    let killed = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(killed.success());
+    let drain = tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
+    let status = tokio::time::timeout(Duration::from_secs(30), daemon.wait())
+        .await
+        .expect("the daemon stops within 30 s of SIGTERM")
+        .unwrap();
+    drain.await.unwrap();
+    assert_eq!(status.code(), Some(0), "a clean stop exits 0");
+
+    // What was committed is what the checkpoint says: every item from the
+    // backfill's `before` cursor up to the newest, no gap.
+    let warehouse = dir.path().join("wh.duckdb");
+    let sink = SinkHandle::open_duckdb(warehouse.clone()).await.unwrap();
+    let (cursor, ids) = sink
+        .call(|s| {
+            let c = s.connection();
+            let cursor: String = c
+                .query_row(
+                    "SELECT cursor FROM _sync_checkpoints WHERE pipeline = 'news' AND \"partition\" = ''",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            let mut stmt = c.prepare("SELECT id FROM news_items ORDER BY id").unwrap();
+            let ids: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+            (cursor, ids)
+        })
+        .await
+        .unwrap();
+    sink.close().await;
+    let cursor: serde_json::Value = serde_json::from_str(&cursor).unwrap();
+    let before = cursor["before"].as_str().expect("the backfill was cut short");
+    let after = news::parse_id(cursor["after"].as_str().unwrap()).unwrap();
+    // The poll's rows; the live stream's (newer than `after`) have their own cursor.
+    let numbers: Vec<u64> = ids
+        .iter()
+        .map(|i| news::parse_id(i).unwrap())
+        .filter(|n| *n <= after)
+        .collect();
+    assert_eq!(
+        ids[0], before,
+        "stored rows reach exactly the checkpoint's before cursor"
+    );
+    assert_eq!(*numbers.last().unwrap(), after);
+    assert_eq!(
+        numbers.len() as u64,
+        after - numbers[0] + 1,
+        "no gap between the checkpoint's before and after"
+    );
+
+    let out = fdsync(&config, &["sync", "--once", "--pipeline", "news"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let sink = SinkHandle::open_duckdb(warehouse).await.unwrap();
+    let (ids, dupes, cursor) = sink
+        .call(|s| {
+            let c = s.connection();
+            let mut stmt = c.prepare("SELECT id FROM news_items ORDER BY id").unwrap();
+            let ids: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+            let dupes: i64 = c
+                .query_row(
+                    "SELECT count(*) FROM (SELECT id, updated_at FROM news_headline_revisions GROUP BY ALL HAVING count(*) > 1)",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            let cursor: String = c
+                .query_row(
+                    "SELECT cursor FROM _sync_checkpoints WHERE pipeline = 'news' AND \"partition\" = ''",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            (ids, dupes, cursor)
+        })
+        .await
+        .unwrap();
+    let cursor: serde_json::Value = serde_json::from_str(&cursor).unwrap();
+    assert!(cursor["before"].is_null(), "the backfill finished: {cursor}");
+    let horizon: chrono::DateTime<chrono::Utc> = cursor["horizon"].as_str().unwrap().parse().unwrap();
+    let numbers: Vec<u64> = ids.iter().map(|i| news::parse_id(i).unwrap()).collect();
+    let oldest_needed = news::CADENCE.first_at_or_after(horizon);
+    let head = news::parse_id(cursor["after"].as_str().unwrap()).unwrap();
+    assert!(numbers[0] <= oldest_needed, "the backfill reached the horizon");
+    assert_eq!(*numbers.last().unwrap(), head, "the forward poll reached the head");
+    assert_eq!(
+        numbers.len() as u64,
+        head - numbers[0] + 1,
+        "every item from the horizon to the head, each once"
+    );
+    assert!(head < news::CADENCE.count_at(world.seed, chrono::Utc::now()));
+    assert_eq!(dupes, 0, "no revision twice");
+}
+
+/// While one process writes the warehouse, a second writer is told who holds
+/// it (not a DuckDB lock error), and `fdsync status` reads it meanwhile.
+#[tokio::test]
+async fn a_second_writer_is_told_who_holds_the_warehouse_and_status_reads_meanwhile() {
+    let emulator = crate::util::spawn(emulator_config(&Clock::System, PlanLimits::build())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &emulator.base_url(), 1);
+    let out = fdsync(&config, &["sync", "--once", "--pipeline", "news"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let mut stream = fdsync(&config, &["stream"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(stream.stderr.take().unwrap()).lines();
+    log_field(&mut log, "Live stream connected.", "route").await;
+    let drain = tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
+
+    let second = fdsync(&config, &["sync", "--once"]).output().await.unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(err.contains("in use by another fdsync writer"), "{err}");
+    assert!(err.contains("`fdsync stream`"), "names the holder: {err}");
+    assert!(err.contains(&format!("pid {}", stream.id().unwrap())), "{err}");
+    assert!(!err.contains("Conflicting lock"), "not DuckDB's own message: {err}");
+
+    let status = fdsync(&config, &["status", "--json"]).output().await.unwrap();
+    assert_eq!(
+        status.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["writer"]["command"], "fdsync stream");
+    let news = status["pipelines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pipeline"] == "news")
+        .unwrap();
+    assert_eq!(news["last_run"]["status"], "ok");
+    assert!(news["last_run"]["rows_written"].as_i64().unwrap() > 0);
+    assert!(news["freshness_secs"].as_i64().unwrap() >= 0);
+    assert!(news["checkpoint"].as_str().unwrap().contains("after"));
+    assert_eq!(status["quota"][0]["limit"], 100_000);
+
+    let pid = stream.id().unwrap().to_string();
+    tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    let code = tokio::time::timeout(Duration::from_secs(30), stream.wait())
+        .await
+        .expect("the stream stops on SIGTERM")
+        .unwrap();
+    drain.await.unwrap();
+    assert_eq!(code.code(), Some(0));
+}
