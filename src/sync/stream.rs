@@ -233,7 +233,7 @@ impl Syncer {
             if shutdown.is_cancelled() {
                 return Ok(Ended::Shutdown);
             }
-            if buffered.is_empty() && ended.is_none() {
+            while buffered.is_empty() && ended.is_none() {
                 let next = tokio::select! {
                     next = events.next() => next,
                     () = shutdown.cancelled() => return Ok(Ended::Shutdown),
