@@ -119,6 +119,23 @@ impl DuckDbSink {
         &self.conn
     }
 
+    /// The rows of `sql` with one text parameter, each read by `row`;
+    /// failures name `table` and `context`.
+    ///
+    /// # Errors
+    /// When the query cannot be prepared or run, or a row cannot be read.
+    pub fn rows<T, C: FromIterator<T>>(
+        &self,
+        (table, context): (&'static str, &'static str),
+        sql: &str,
+        param: &str,
+        row: impl FnMut(&duckdb::Row<'_>) -> duckdb::Result<T>,
+    ) -> Result<C, SinkError> {
+        let mut stmt = self.conn.prepare(sql).map_err(sql_err(table, context))?;
+        let rows = stmt.query_map([param], row).map_err(sql_err(table, context))?;
+        rows.collect::<Result<C, _>>().map_err(sql_err(table, context))
+    }
+
     fn create_schema(&self) -> Result<(), SinkError> {
         for table in TABLES {
             let mut cols: Vec<String> = table

@@ -9,7 +9,6 @@ use super::{Member, Progress, SyncError, Syncer, found, upstream_error};
 use crate::pipeline::Pipeline;
 use crate::records::{self, Rows};
 use crate::sink::Checkpoint;
-use crate::sink::duckdb::sql_err;
 use crate::upstream::{Access, encode};
 use crate::wire;
 
@@ -52,15 +51,12 @@ impl Syncer {
             let stored: std::collections::HashSet<(String, String)> = self
                 .sink
                 .call(move |s| {
-                    let mut stmt = s
-                        .connection()
-                        .prepare("SELECT accession, section_key FROM filing_sections WHERE company_key = ?")
-                        .map_err(sql_err("filing_sections", "listing stored sections"))?;
-                    let rows = stmt
-                        .query_map([key], |r| Ok((r.get(0)?, r.get(1)?)))
-                        .map_err(sql_err("filing_sections", "listing stored sections"))?;
-                    rows.collect::<Result<_, _>>()
-                        .map_err(sql_err("filing_sections", "listing stored sections"))
+                    s.rows(
+                        ("filing_sections", "listing stored sections"),
+                        "SELECT accession, section_key FROM filing_sections WHERE company_key = ?",
+                        &key,
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
                 })
                 .await??;
             let wanted = filings

@@ -260,15 +260,12 @@ impl Syncer {
                      ORDER BY w.accession, w.item",
                     string_list(&keys)
                 );
-                let mut stmt = s
-                    .connection()
-                    .prepare(&sql)
-                    .map_err(sql_err("event_item_texts", "listing missing texts"))?;
-                let rows = stmt
-                    .query_map([since.to_string()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                    .map_err(sql_err("event_item_texts", "listing missing texts"))?;
-                rows.collect::<Result<Vec<_>, _>>()
-                    .map_err(sql_err("event_item_texts", "listing missing texts"))
+                s.rows(
+                    ("event_item_texts", "listing missing texts"),
+                    &sql,
+                    &since.to_string(),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
             })
             .await??;
         let fetches = missing.into_iter().map(|(company, accession, item)| {
@@ -336,15 +333,12 @@ impl Syncer {
         Ok(self
             .sink
             .call(move |s| {
-                let mut stmt = s
-                    .connection()
-                    .prepare("SELECT item FROM event_item_texts WHERE accession = ?")
-                    .map_err(sql_err("event_item_texts", "listing stored items"))?;
-                let rows = stmt
-                    .query_map([accession], |r| r.get(0))
-                    .map_err(sql_err("event_item_texts", "listing stored items"))?;
-                rows.collect::<Result<_, _>>()
-                    .map_err(sql_err("event_item_texts", "listing stored items"))
+                s.rows(
+                    ("event_item_texts", "listing stored items"),
+                    "SELECT item FROM event_item_texts WHERE accession = ?",
+                    &accession,
+                    |r| r.get(0),
+                )
             })
             .await??)
     }
