@@ -12,6 +12,7 @@ use duckdb::{AccessMode, Connection};
 use serde::Serialize;
 
 use crate::pipeline::Pipeline;
+use crate::sink::duckdb::held_by_another_process;
 use crate::sink::lock::{Holder, WriterLock};
 use crate::sync::SyncError;
 
@@ -128,7 +129,7 @@ fn open_read_only(path: &Path, writer: Option<&Holder>) -> Result<Connection, Sy
             .map_err(|e| SyncError::Other(e.to_string()))?;
         match Connection::open_with_flags(path, config) {
             Ok(conn) => return Ok(conn),
-            Err(e) if e.to_string().contains("lock") && started.elapsed() < BUSY_WAIT => {
+            Err(e) if held_by_another_process(&e.to_string()) && started.elapsed() < BUSY_WAIT => {
                 std::thread::sleep(Duration::from_millis(100));
             }
             Err(e) => {

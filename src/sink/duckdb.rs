@@ -22,10 +22,16 @@ pub fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// Whether DuckDB refused to open a file because another process has it
+/// (worth waiting for), rather than for a lasting reason.
+pub fn held_by_another_process(message: &str) -> bool {
+    message.contains("Conflicting lock") || message.contains("Could not set lock")
+}
+
 /// DuckDB's message for a file another process holds names the process
 /// deep inside; say plainly what it means and what to do.
 fn explain_open_error(message: &str) -> String {
-    if message.contains("Conflicting lock") || message.contains("Could not set lock") {
+    if held_by_another_process(message) {
         format!(
             "another process has the database file open ({message}). Close it (a reader should open the file \
              read-only, and only while fdsync is idle: see docs/operations.md), then run again."

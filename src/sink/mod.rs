@@ -283,7 +283,7 @@ fn reopen(path: &std::path::Path, wait: Duration) -> Result<DuckDbSink, SinkErro
             Err(SinkError::Open { message, .. }) => message,
             Err(e) => e.to_string(),
         };
-        if started.elapsed() >= wait || !message.contains("lock") {
+        if started.elapsed() >= wait || !duckdb::held_by_another_process(&message) {
             return Err(SinkError::Reopen {
                 path: path.to_owned(),
                 message,
