@@ -513,3 +513,158 @@ pub async fn news_lag(
     )?;
     Ok(())
 }
+
+/// What one side of the lake bench measured, in its own process.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct LakeChildReport {
+    pub rows: u64,
+    pub seconds: f64,
+    pub peak_kib: u64,
+}
+
+/// A warehouse at `path` whose `news_items` holds `rows` rows: one page the
+/// emulator really serves, synced by the news pipeline, repeated further back
+/// in time with new ids, so sizes, text and months spanned are the tape's own
+/// (a million items cover about 17 months, as on the real tape).
+pub async fn lake_warehouse(
+    config: &crate::config::Config,
+    path: &std::path::Path,
+    rows: u64,
+) -> Result<(), SyncError> {
+    use crate::clock::Clock;
+    use crate::emulator::{self, EmulatorConfig};
+
+    let clock = Clock::simulated(BENCH_START.parse().expect("start time"), 0.0);
+    let running = emulator::spawn(
+        EmulatorConfig {
+            clock: clock.clone(),
+            ..EmulatorConfig::default()
+        },
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    )
+    .await
+    .map_err(|e| SyncError::Other(format!("cannot start the emulator: {e}")))?;
+    let (syncer, mut pipelines) = crate::demo::local_syncer(&running, config.clone(), path, clock).await?;
+    pipelines.retain(|p| p.name == "news");
+    syncer.client.limit_requests(1);
+    let (_, result) = syncer.run_once(&pipelines).await;
+    match result {
+        Ok(()) | Err(SyncError::BudgetSpent { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    syncer
+        .sink
+        .call(move |s| {
+            let conn = s.connection();
+            let page: i64 = conn.query_row("SELECT count(*) FROM news_items", [], |r| r.get(0))?;
+            let copies = rows.div_ceil(page.max(1) as u64);
+            conn.execute_batch(&format!(
+                "CREATE TEMP TABLE page AS SELECT * FROM news_items;
+                 DELETE FROM news_items;
+                 INSERT INTO news_items
+                 SELECT page.* REPLACE (id || '-' || k AS id,
+                                        published_at - k * span AS published_at,
+                                        updated_at - k * span AS updated_at)
+                 FROM page, range({copies}) r(k),
+                      (SELECT max(published_at) - min(published_at) + INTERVAL 45 SECOND AS span FROM page) s
+                 LIMIT {rows};"
+            ))
+        })
+        .await?
+        .map_err(|e| SyncError::Other(format!("filling the bench warehouse: {e}")))?;
+    syncer.sink.close().await;
+    Ok(())
+}
+
+/// One side of the lake bench, run in a child process so that its peak
+/// memory is its own: `copy` is DuckDB's own `COPY ... TO` Parquet (zstd) of
+/// `news_items`, `publish` is fdsync's publish of it to a lake at `target`.
+pub async fn lake_child(
+    mode: &str,
+    warehouse: &std::path::Path,
+    target: &std::path::Path,
+) -> Result<LakeChildReport, SyncError> {
+    let sink = crate::sink::SinkHandle::open_duckdb(warehouse.to_owned()).await?;
+    let started = Instant::now();
+    let rows = match mode {
+        "copy" => {
+            let target = target.to_owned();
+            sink.call(move |s| {
+                crate::lake::rewrite::copy_count(
+                    s.connection(),
+                    &format!(
+                        "COPY (SELECT * FROM news_items) TO '{}' (FORMAT parquet, COMPRESSION zstd)",
+                        target.display()
+                    ),
+                )
+            })
+            .await?
+            .map_err(|e| SyncError::Other(format!("COPY failed: {e}")))?
+        }
+        "publish" => {
+            let scratch = crate::lake::Lake::scratch_beside(warehouse);
+            let lake = crate::lake::Lake::open(&target.display().to_string(), scratch)?;
+            let report = lake.publish(&sink).await?;
+            report
+                .tables
+                .iter()
+                .find(|t| t.table == "news_items")
+                .map_or(0, |t| t.rows)
+        }
+        other => return Err(SyncError::Other(format!("unknown lake bench side {other}"))),
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    sink.close().await;
+    let peak_kib = memory_of(std::process::id()).map_or(0, |m| m.peak_kib);
+    Ok(LakeChildReport {
+        rows,
+        seconds,
+        peak_kib,
+    })
+}
+
+/// Publishing a news backfill to the lake against DuckDB's own `COPY ... TO`
+/// Parquet of the same rows, at each size in `sizes`; each side runs in a
+/// fresh process of this binary.
+pub async fn lake(config: &crate::config::Config, sizes: &[u64], out: &mut impl Write) -> Result<(), SyncError> {
+    writeln!(
+        out,
+        "| rows | COPY TO rows/s | lake rows/s | lake / COPY time | COPY peak MiB | lake peak MiB |\n|---|---|---|---|---|---|"
+    )?;
+    let exe = std::env::current_exe()?;
+    for &rows in sizes {
+        let dir = tempfile_dir()?.join(format!("lake-{rows}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let warehouse = dir.join("bench.duckdb");
+        lake_warehouse(config, &warehouse, rows).await?;
+        let side = |mode: &str, target: std::path::PathBuf| -> Result<LakeChildReport, SyncError> {
+            let output = Command::new(&exe)
+                .args(["--quiet", "bench", "lake-child", mode])
+                .arg(&warehouse)
+                .arg(&target)
+                .stderr(Stdio::inherit())
+                .output()?;
+            if !output.status.success() {
+                return Err(SyncError::Other(format!("the {mode} side of the lake bench failed")));
+            }
+            serde_json::from_slice(&output.stdout)
+                .map_err(|e| SyncError::Other(format!("the {mode} side's report: {e}")))
+        };
+        let copy = side("copy", dir.join("copy.parquet"))?;
+        let publish = side("publish", dir.join("lake"))?;
+        let rate = |r: &LakeChildReport| r.rows as f64 / r.seconds;
+        writeln!(
+            out,
+            "| {rows} | {:.0} | {:.0} | {:.2}x | {:.1} | {:.1} |",
+            rate(&copy),
+            rate(&publish),
+            publish.seconds / copy.seconds,
+            mib(copy.peak_kib),
+            mib(publish.peak_kib)
+        )?;
+        out.flush()?;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}

@@ -94,8 +94,9 @@ impl Plan {
 pub struct WarehouseConfig {
     /// The embedded DuckDB database file.
     pub duckdb: PathBuf,
-    /// Optional Parquet output folder. Not available yet: setting it is an error
-    /// rather than a silently ignored sink.
+    /// Optional lake: every table also published as a Delta Lake table of
+    /// Parquet files under this local path or `file://`, `s3://`, `gs://` or
+    /// `az://` URL (credentials from the environment). See docs/lake.md.
     pub parquet_dir: Option<String>,
     /// Milliseconds without a write after which the writer closes the database
     /// file, so that readers can open it (DuckDB lets one process write or
@@ -323,9 +324,8 @@ impl Config {
             ));
         }
         if let Some(dir) = &self.warehouse.parquet_dir {
-            return Err(invalid(format!(
-                "warehouse.parquet_dir = {dir:?}: the Parquet sink is not available in this version; remove the key (DuckDB is always written)"
-            )));
+            crate::lake::store::check_location(dir)
+                .map_err(|message| invalid(format!("warehouse.parquet_dir = {dir:?}: {message}")))?;
         }
         self.daemon.metrics_socket().map_err(invalid)?;
         if self.upstream.max_attempts == 0 {

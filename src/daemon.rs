@@ -27,6 +27,8 @@ pub struct Daemon {
     /// Keep the live stream of every pipeline that has one connected.
     pub stream: bool,
     pub metrics_addr: Option<SocketAddr>,
+    /// Published after every run (the stream's rows with the next run's).
+    pub lake: Option<Arc<crate::lake::Lake>>,
 }
 
 impl Daemon {
@@ -53,7 +55,7 @@ impl Daemon {
                 self.syncer.clone(),
                 pipeline,
                 last,
-                turn.clone(),
+                (turn.clone(), self.lake.clone()),
                 shutdown.clone(),
             ));
         }
@@ -111,12 +113,13 @@ impl Daemon {
     }
 }
 
-/// One pipeline's loop: wait for its next firing, wait for its turn, run.
+/// One pipeline's loop: wait for its next firing, wait for its turn, run,
+/// publish the lake.
 async fn schedule(
     syncer: Arc<Syncer>,
     pipeline: Pipeline,
     mut last_started: Option<DateTime<Utc>>,
-    turn: Arc<tokio::sync::Mutex<()>>,
+    (turn, lake): (Arc<tokio::sync::Mutex<()>>, Option<Arc<crate::lake::Lake>>),
     shutdown: CancellationToken,
 ) -> Result<(), SyncError> {
     let clock = syncer.clock.clone();
@@ -152,6 +155,15 @@ async fn schedule(
             Err(e @ SyncError::Unauthenticated(_)) => return Err(e),
             // Logged and recorded by the run; the next firing tries again.
             Err(e) => tracing::warn!(message = "Pipeline run did not finish.", pipeline = %pipeline.name, error = %e),
+        }
+        if let Some(lake) = &lake {
+            // A publish cut short by shutdown commits nothing half; the next resumes.
+            tokio::select! {
+                published = lake.publish(&syncer.sink) => if let Err(e) = published {
+                    tracing::warn!(message = "Lake publish did not finish; the next run's publish resumes.", error = %e);
+                },
+                () = shutdown.cancelled() => return Ok(()),
+            }
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod emulator;
+pub mod lake;
 pub mod metrics;
 pub mod pipeline;
 pub mod planner;

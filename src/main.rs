@@ -1,6 +1,7 @@
 //! The `fdsync` command: parses flags, sets up logging and wires the library's
 //! stages together. Exit codes follow the operator contract.
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,6 +41,47 @@ struct Cli {
 enum LogFormat {
     Text,
     Json,
+}
+
+#[derive(Subcommand)]
+enum LakeCommand {
+    /// Publish every row committed to DuckDB since the last publish, one Delta
+    /// commit per table (`sync --once` does this after its pipelines).
+    ///
+    /// Example: AWS_REGION=eu-west-1 fdsync lake publish
+    Publish {
+        /// Print what was published as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rewrite each partition that has accumulated several files (each publish
+    /// of an append-only table adds one) as one file. Readers' results do not
+    /// change. Run it now and then, e.g. nightly.
+    ///
+    /// Example: fdsync lake compact --min-files 4
+    Compact {
+        /// Compact partitions with at least this many live files.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
+        min_files: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete data files that no version younger than --retain-hours needs:
+    /// files replaced by publishes and compactions, and files a crashed publish
+    /// uploaded but never committed. Time travel to older versions ends there.
+    ///
+    /// Example: fdsync lake vacuum --retain-hours 168 --dry-run
+    Vacuum {
+        /// Keep files needed by any version of the last N hours (at least 1: a
+        /// publish in flight elsewhere has uploaded files it has not committed yet).
+        #[arg(long, default_value_t = 168, value_parser = clap::value_parser!(u64).range(1..))]
+        retain_hours: u64,
+        /// List what would be deleted; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -102,6 +144,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The lake at [warehouse] parquet_dir: Delta Lake tables of Parquet files
+    /// that Spark, Trino, DuckDB and BI tools read (see docs/lake.md).
+    #[command(subcommand)]
+    Lake(LakeCommand),
     /// Start the emulator, sync everything into a fresh local DuckDB, and show example queries.
     Demo {
         /// Where the demo warehouse is written (replaced on every run).
@@ -186,6 +232,23 @@ enum BenchCommand {
     /// reader of the same stream in the same run.
     ///
     /// Example: fdsync bench news-lag --items 1000
+    /// Publishing a news backfill to the lake (a local folder) against
+    /// DuckDB's own COPY ... TO Parquet of the same rows: rows per second and
+    /// peak memory of each, in separate processes, at several sizes.
+    ///
+    /// Example: fdsync bench lake --rows 100000,300000,1000000
+    Lake {
+        /// news_items rows per run, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "100000,300000,1000000")]
+        rows: Vec<u64>,
+    },
+    /// One side of `bench lake`, in its own process (prints a JSON report).
+    #[command(hide = true)]
+    LakeChild {
+        mode: String,
+        warehouse: PathBuf,
+        target: PathBuf,
+    },
     NewsLag {
         /// Arrivals to measure.
         #[arg(long, default_value_t = 1000)]
@@ -211,9 +274,14 @@ fn init_logging(cli: &Cli) {
         (false, 1) => "debug",
         _ => "trace",
     };
-    // Dependencies stay at info: their trace output would be noise, not ours to show.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FDSYNC_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("info,fdsync={level}")));
+    // Dependencies stay at info: their trace output would be noise, not ours to
+    // show. The Delta libraries log every table snapshot at info, and a table
+    // not yet created as an error; what matters reaches us as their results.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FDSYNC_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!(
+            "info,buoyant_kernel=off,buoyant_kernel_engine=off,deltalake_core=warn,fdsync={level}"
+        ))
+    });
     fdsync::progress::init(matches!(cli.log_format, LogFormat::Text) && !cli.quiet);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -238,6 +306,54 @@ fn load_pipelines(config: &Config, names: Vec<String>) -> Result<Vec<fdsync::pip
 async fn open_sink(config: &Config, holder: &str) -> Result<SinkHandle, SyncError> {
     let options = SinkOptions::from_config(&config.warehouse, holder);
     Ok(SinkHandle::open_duckdb_with(config.warehouse.duckdb.clone(), options).await?)
+}
+
+/// The lake `[warehouse] parquet_dir` names, if any, with its scratch folder beside the warehouse.
+fn open_lake(config: &Config) -> Result<Option<fdsync::lake::Lake>, SyncError> {
+    let Some(dir) = &config.warehouse.parquet_dir else {
+        return Ok(None);
+    };
+    let scratch = fdsync::lake::Lake::scratch_beside(&config.warehouse.duckdb);
+    Ok(Some(fdsync::lake::Lake::open(dir, scratch)?))
+}
+
+/// The lake a `fdsync lake` command works on: it needs one.
+fn configured_lake(config: &Config) -> Result<fdsync::lake::Lake, SyncError> {
+    open_lake(config)?.ok_or_else(|| {
+        SyncError::Other(
+            "no lake is configured: set [warehouse] parquet_dir (a folder or an s3://, gs://, az:// URL)".into(),
+        )
+    })
+}
+
+/// Prints `value` as JSON, or as the text `write_text` writes.
+fn print_lake_result<T: serde::Serialize>(
+    json: bool,
+    value: &T,
+    write_text: impl FnOnce(&mut std::io::Stdout) -> std::io::Result<()>,
+) -> Result<(), SyncError> {
+    let mut stdout = std::io::stdout();
+    if json {
+        serde_json::to_writer_pretty(&mut stdout, value).map_err(|e| SyncError::Other(e.to_string()))?;
+        println!();
+        Ok(())
+    } else {
+        Ok(write_text(&mut stdout)?)
+    }
+}
+
+fn print_published(out: &mut impl std::io::Write, published: &fdsync::lake::PublishReport) -> std::io::Result<()> {
+    if published.tables.is_empty() {
+        return writeln!(out, "lake: nothing new to publish");
+    }
+    for t in &published.tables {
+        writeln!(
+            out,
+            "lake: {:<26} {:>9} rows  +{} -{} files  version {}",
+            t.table, t.rows, t.files_added, t.files_removed, t.version
+        )?;
+    }
+    Ok(())
 }
 
 /// A syncer on the system clock with the configured key, holding the warehouse as `holder`.
@@ -314,11 +430,67 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
             if let Some(n) = max_requests {
                 syncer.client.limit_requests(n);
             }
+            let lake = open_lake(&syncer.config)?;
             let (report, result) = syncer.run_once(&pipelines).await;
+            // Whatever the run committed is published, even when it stopped early.
+            let published = match &lake {
+                Some(lake) => lake.publish(&syncer.sink).await.map(Some),
+                None => Ok(None),
+            };
             syncer.sink.close().await;
             let mut stdout = std::io::stdout();
             fdsync::demo::print_report(&mut stdout, &report)?;
-            result
+            if let Ok(Some(published)) = &published {
+                print_published(&mut stdout, published)?;
+            }
+            result.and(published.map(|_| ()).map_err(SyncError::from))
+        }
+        Command::Lake(LakeCommand::Compact { min_files, json }) => {
+            let config = Config::load(&cli.config)?;
+            let lake = configured_lake(&config)?;
+            let compacted = lake.compact(usize::try_from(min_files).unwrap_or(usize::MAX)).await?;
+            print_lake_result(json, &compacted, |out| {
+                if compacted.is_empty() {
+                    writeln!(out, "lake: no partition has {min_files} files or more")?;
+                }
+                for t in &compacted {
+                    writeln!(
+                        out,
+                        "lake: {:<26} -{} +{} files  version {}",
+                        t.table, t.files_removed, t.files_added, t.version
+                    )?;
+                }
+                Ok(())
+            })
+        }
+        Command::Lake(LakeCommand::Vacuum {
+            retain_hours,
+            dry_run,
+            json,
+        }) => {
+            let config = Config::load(&cli.config)?;
+            let lake = configured_lake(&config)?;
+            let retain = chrono::Duration::hours(i64::try_from(retain_hours).unwrap_or(i64::MAX / 3_600_000));
+            let vacuumed = lake.vacuum(retain, dry_run).await?;
+            print_lake_result(json, &vacuumed, |out| {
+                let verb = if dry_run { "would delete" } else { "deleted" };
+                if vacuumed.is_empty() {
+                    writeln!(out, "lake: nothing to delete")?;
+                }
+                for t in &vacuumed {
+                    writeln!(out, "lake: {:<26} {verb} {} files", t.table, t.files.len())?;
+                }
+                Ok(())
+            })
+        }
+        Command::Lake(LakeCommand::Publish { json }) => {
+            let config = Config::load(&cli.config)?;
+            let lake = configured_lake(&config)?;
+            let sink = open_sink(&config, "fdsync lake publish").await?;
+            let published = lake.publish(&sink).await;
+            sink.close().await;
+            let published = published?;
+            print_lake_result(json, &published, |out| print_published(out, &published))
         }
         Command::Daemon {
             pipelines,
@@ -335,12 +507,14 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
                 .metrics_socket()
                 .map_err(|e| SyncError::Other(format!("--metrics-addr: {e}")))?;
             let pipelines = load_pipelines(&config, pipelines)?;
+            let lake = open_lake(&config)?.map(std::sync::Arc::new);
             let syncer = connect(config.clone(), "fdsync daemon").await?;
             let daemon = fdsync::daemon::Daemon {
                 syncer: std::sync::Arc::new(syncer),
                 pipelines,
                 stream: config.daemon.stream && !no_stream,
                 metrics_addr,
+                lake,
             };
             daemon.run(shutdown_on_signal()).await
         }
@@ -369,6 +543,19 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
             } else {
                 fdsync::status::write_text(&mut stdout, &status)?;
             }
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Lake { rows }) => {
+            let config = Config::load(&cli.config)?;
+            fdsync::bench::lake(&config, &rows, &mut std::io::stdout()).await
+        }
+        Command::Bench(BenchCommand::LakeChild {
+            mode,
+            warehouse,
+            target,
+        }) => {
+            let report = fdsync::bench::lake_child(&mode, &warehouse, &target).await?;
+            serde_json::to_writer(std::io::stdout(), &report).map_err(|e| SyncError::Other(e.to_string()))?;
             Ok(())
         }
         Command::Bench(BenchCommand::EmulatorMemory { items }) => {

@@ -108,6 +108,35 @@ pub struct TableDef {
     /// Upsert: a column that orders versions of a row; an older version arriving
     /// late never replaces a newer one.
     pub newer_by: Option<&'static str>,
+    /// How the lake splits the table into hive partitions; `None` for tables
+    /// small enough to be one partition.
+    pub lake_partition: Option<LakePartition>,
+}
+
+/// A lake partition: the year (`year`, an integer) or month (`month`, text
+/// `YYYY-MM`, UTC) of one of the table's own date columns, so a row always
+/// lands in the same partition whenever and however often it is loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LakePartition {
+    Year(&'static str),
+    Month(&'static str),
+}
+
+impl LakePartition {
+    /// The partition column's name in the lake.
+    pub fn column(self) -> &'static str {
+        match self {
+            LakePartition::Year(_) => "year",
+            LakePartition::Month(_) => "month",
+        }
+    }
+
+    /// The date or timestamp column it is computed from.
+    pub fn source(self) -> &'static str {
+        match self {
+            LakePartition::Year(c) | LakePartition::Month(c) => c,
+        }
+    }
 }
 
 /// The columns every entity table carries after its own.
@@ -161,6 +190,7 @@ pub const COMPANIES: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 pub const PRICES_DAILY: TableDef = TableDef {
@@ -181,6 +211,7 @@ pub const PRICES_DAILY: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: Some(LakePartition::Year("date")),
 };
 
 pub const DIVIDENDS: TableDef = TableDef {
@@ -204,6 +235,7 @@ pub const DIVIDENDS: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: Some(LakePartition::Year("ex_date")),
 };
 
 pub const DIVIDEND_SUMMARIES: TableDef = TableDef {
@@ -230,6 +262,7 @@ pub const DIVIDEND_SUMMARIES: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: Some(LakePartition::Year("as_of_date")),
 };
 
 pub const MACRO_SERIES: TableDef = TableDef {
@@ -248,6 +281,7 @@ pub const MACRO_SERIES: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 /// Every (period, vintage, value) ever served. `raw`, `_fetched_at`, `_run_id`
@@ -268,6 +302,7 @@ pub const MACRO_OBSERVATIONS: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: Some(LakePartition::Year("vintage")),
 };
 
 pub const INDEX_SNAPSHOTS: TableDef = TableDef {
@@ -302,6 +337,7 @@ pub const INDEX_SNAPSHOTS: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 pub const COVERAGE_SNAPSHOTS: TableDef = TableDef {
@@ -320,6 +356,7 @@ pub const COVERAGE_SNAPSHOTS: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: Some(LakePartition::Year("observed_date")),
 };
 
 /// 8-K filings, from the per-company index, the market-wide wire and latest.
@@ -342,6 +379,7 @@ pub const EVENTS: TableDef = TableDef {
     lineage: true,
     keep_stored: &["symbol", "name", "headline"],
     newer_by: None,
+    lake_partition: Some(LakePartition::Year("filing_date")),
 };
 
 /// Verbatim 8-K item texts; `item` is '' for a filing's uncoded item.
@@ -358,6 +396,7 @@ pub const EVENT_ITEM_TEXTS: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 /// The news tape, each item in its newest version. Fields a licence withholds
@@ -393,6 +432,7 @@ pub const NEWS_ITEMS: TableDef = TableDef {
     lineage: true,
     keep_stored: &["snippet", "body", "url", "form"],
     newer_by: Some("updated_at"),
+    lake_partition: Some(LakePartition::Month("published_at")),
 };
 
 /// Every headline version ever seen, by the item's `updatedAt`.
@@ -404,6 +444,7 @@ pub const NEWS_HEADLINE_REVISIONS: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: Some(LakePartition::Month("updated_at")),
 };
 
 /// Sources from the sources route (with 24-hour counts) and from the source
@@ -423,6 +464,7 @@ pub const NEWS_SOURCES: TableDef = TableDef {
     lineage: true,
     keep_stored: &["name", "licence_class", "attribution", "display_policy", "count_24h"],
     newer_by: None,
+    lake_partition: None,
 };
 
 pub const NEWS_TOPICS: TableDef = TableDef {
@@ -433,6 +475,7 @@ pub const NEWS_TOPICS: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 /// Which news items a company's own feed served: items tagged to the company
@@ -449,6 +492,7 @@ pub const NEWS_COMPANY_ITEMS: TableDef = TableDef {
     lineage: false,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 /// One row per company, document and link basis; `rank` 1 is the strongest basis.
@@ -469,6 +513,7 @@ pub const REGULATION_ACTIONS: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 pub const REGULATION_COVERAGE: TableDef = TableDef {
@@ -486,6 +531,7 @@ pub const REGULATION_COVERAGE: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 /// Taiwan monthly revenue; `month` is the first day of the month.
@@ -507,6 +553,7 @@ pub const MONTHLY_REVENUE: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: Some(LakePartition::Year("month")),
 };
 
 pub const FILINGS: TableDef = TableDef {
@@ -524,6 +571,7 @@ pub const FILINGS: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: Some(LakePartition::Year("filed_at")),
 };
 
 pub const FILING_SECTIONS: TableDef = TableDef {
@@ -540,6 +588,7 @@ pub const FILING_SECTIONS: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 pub const GEO_COUNTRY_COUNTS: TableDef = TableDef {
@@ -555,6 +604,7 @@ pub const GEO_COUNTRY_COUNTS: TableDef = TableDef {
     lineage: true,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: Some(LakePartition::Year("observed_date")),
 };
 
 pub const SYNC_RUNS: TableDef = TableDef {
@@ -574,6 +624,7 @@ pub const SYNC_RUNS: TableDef = TableDef {
     lineage: false,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 pub const SYNC_CHECKPOINTS: TableDef = TableDef {
@@ -589,6 +640,7 @@ pub const SYNC_CHECKPOINTS: TableDef = TableDef {
     lineage: false,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 pub const SYNC_QUARANTINE: TableDef = TableDef {
@@ -605,6 +657,7 @@ pub const SYNC_QUARANTINE: TableDef = TableDef {
     lineage: false,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 pub const SYNC_REQUESTS: TableDef = TableDef {
@@ -625,6 +678,7 @@ pub const SYNC_REQUESTS: TableDef = TableDef {
     lineage: false,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: Some(LakePartition::Month("at")),
 };
 
 /// The quota ledger: what the service last said about each key's windows, so
@@ -649,6 +703,7 @@ pub const SYNC_QUOTA: TableDef = TableDef {
     lineage: false,
     keep_stored: &[],
     newer_by: None,
+    lake_partition: None,
 };
 
 pub const TABLES: &[TableDef] = &[

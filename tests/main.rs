@@ -16,6 +16,8 @@ mod deploy;
 mod emulator;
 /// Incremental loads: no duplicate keys, no rewritten rows, new data lands.
 mod incremental;
+/// The lake on S3: Delta commits, merges, kill -9, Spark and DuckDB read-back.
+mod lake;
 /// Macro series: every vintage ever served, point in time.
 mod macro_history;
 /// Running as a service: stream, daemon, SIGTERM, one writer, status, metrics.

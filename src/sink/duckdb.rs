@@ -81,6 +81,22 @@ pub(crate) fn sql_err<'a>(table: &'a str, context: &'static str) -> impl FnOnce(
     }
 }
 
+/// Every row carries the commit that last wrote it: what changed since a
+/// commit is then one range scan, which the lake publisher reads. Commits run
+/// one at a time on the writer thread, so the sequence is also commit order.
+pub const COMMIT_SEQ: &str = "_commit_seq";
+
+/// The partitions a [`LoadRule::Replace`] commit replaced, even those left
+/// empty: rows deleted leave no row behind to say so.
+pub const REPLACED_LOG: &str = "_sync_replaced";
+
+const COMMIT_LOG: &str = "
+CREATE SEQUENCE IF NOT EXISTS _sync_commit_seq START 1;
+CREATE TABLE IF NOT EXISTS _sync_replaced (
+    _commit_seq BIGINT NOT NULL, table_name VARCHAR NOT NULL, \"partition\" VARCHAR NOT NULL
+);
+";
+
 fn staging(table: &TableDef) -> String {
     ident(&format!("_stage_{}", table.name))
 }
@@ -155,11 +171,19 @@ impl DuckDbSink {
                 let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
                 cols.push(format!("PRIMARY KEY ({})", key.join(", ")));
             }
-            let ddl = format!("CREATE TABLE IF NOT EXISTS {} ({})", ident(table.name), cols.join(", "));
+            let ddl = format!(
+                "CREATE TABLE IF NOT EXISTS {name} ({}); ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {COMMIT_SEQ} BIGINT;",
+                cols.join(", "),
+                name = ident(table.name),
+            );
             self.conn
                 .execute_batch(&ddl)
                 .map_err(sql_err(table.name, "creating table"))?;
         }
+        self.conn.execute_batch(COMMIT_LOG).map_err(sql_err(
+            REPLACED_LOG,
+            "creating the commit sequence and replaced-partition log",
+        ))?;
         self.conn
             .execute_batch(MACRO_VIEWS)
             .map_err(sql_err("macro_observations", "creating macro_latest and macro_as_of"))?;
@@ -175,7 +199,7 @@ impl DuckDbSink {
         self.conn
             .execute_batch("BEGIN TRANSACTION")
             .map_err(sql_err("-", "begin"))?;
-        match self.commit_inner(commit) {
+        match self.next_commit_seq().and_then(|seq| self.commit_inner(commit, seq)) {
             Ok(stats) => {
                 let loaded = started.elapsed();
                 self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit"))?;
@@ -193,7 +217,13 @@ impl DuckDbSink {
         }
     }
 
-    fn commit_inner(&mut self, commit: Commit) -> Result<CommitStats, SinkError> {
+    fn next_commit_seq(&self) -> Result<i64, SinkError> {
+        self.conn
+            .query_row("SELECT nextval('_sync_commit_seq')", [], |r| r.get(0))
+            .map_err(sql_err(REPLACED_LOG, "numbering the commit"))
+    }
+
+    fn commit_inner(&mut self, commit: Commit, seq: i64) -> Result<CommitStats, SinkError> {
         let mut stats = CommitStats::default();
         for TableBatch {
             table,
@@ -204,7 +234,7 @@ impl DuckDbSink {
             if batch.num_rows() == 0 && partitions.is_empty() {
                 continue;
             }
-            let written = self.load(table, batch, &partitions)?;
+            let written = self.load(table, batch, &partitions, seq)?;
             if table.lineage {
                 stats.rows_written += written;
                 match stats.per_table.iter_mut().find(|(name, _)| *name == table.name) {
@@ -226,7 +256,7 @@ impl DuckDbSink {
                     .end_bare();
             }
             let TableBatch { table, batch, .. } = TableBatch::build(b)?;
-            self.load(table, batch, &[])?;
+            self.load(table, batch, &[], seq)?;
         }
         Ok(stats)
     }
@@ -237,6 +267,7 @@ impl DuckDbSink {
         table: &'static TableDef,
         batch: arrow::record_batch::RecordBatch,
         partitions: &[String],
+        seq: i64,
     ) -> Result<u64, SinkError> {
         let stage = staging(table);
         let stage_cols: Vec<String> = table
@@ -264,9 +295,9 @@ impl DuckDbSink {
         }
         let target = ident(table.name);
         let cols: Vec<String> = table.all_columns().map(|c| ident(c.name)).collect();
-        let col_list = cols.join(", ");
+        let col_list = format!("{}, {COMMIT_SEQ}", cols.join(", "));
         let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
-        let s_cols = s_cols.join(", ");
+        let s_cols = format!("{}, {seq}", s_cols.join(", "));
         let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
         let key_eq = |a: &str, b: &str, key: &[String]| -> String {
             let on: Vec<String> = key.iter().map(|k| format!("{a}.{k} = {b}.{k}")).collect();
@@ -292,7 +323,7 @@ impl DuckDbSink {
         };
         let sql = match table.load {
             LoadRule::Append if key.is_empty() => {
-                format!("INSERT INTO {target} ({col_list}) SELECT {col_list} FROM {stage}")
+                format!("INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM {stage} s")
             }
             LoadRule::Append | LoadRule::InsertOnce => format!(
                 "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ANTI JOIN {target} t ON {}",
@@ -306,8 +337,8 @@ impl DuckDbSink {
                 self.conn
                     .execute(
                         &format!(
-                            "UPDATE {target} t SET last_seen_at = greatest(t.last_seen_at, s.last_seen_at) \
-                             FROM ({distinct}) s WHERE {on}"
+                            "UPDATE {target} t SET last_seen_at = s.last_seen_at, {COMMIT_SEQ} = {seq} \
+                             FROM ({distinct}) s WHERE {on} AND s.last_seen_at > t.last_seen_at"
                         ),
                         [],
                     )
@@ -347,6 +378,14 @@ impl DuckDbSink {
                             [],
                         )
                         .map_err(sql_err(table.name, "removing rows the service no longer serves"))?;
+                    let mut log = self
+                        .conn
+                        .prepare(&format!("INSERT INTO {REPLACED_LOG} VALUES ({seq}, ?, ?)"))
+                        .map_err(sql_err(table.name, "logging the replaced partitions"))?;
+                    for partition in partitions {
+                        log.execute([table.name, partition.as_str()])
+                            .map_err(sql_err(table.name, "logging the replaced partitions"))?;
+                    }
                 }
                 // The staged row, with stored values kept where the new one is NULL
                 // (`keep_stored`), and dropped when older than the stored version.

@@ -50,8 +50,16 @@ pub enum SyncError {
     BudgetSpent { limit: u64 },
     #[error("cannot write output: {0}")]
     Io(#[from] std::io::Error),
+    #[error("{0} (the warehouse has every row; the next publish resumes)")]
+    Lake(Box<crate::lake::LakeError>),
     #[error("{0}")]
     Other(String),
+}
+
+impl From<crate::lake::LakeError> for SyncError {
+    fn from(e: crate::lake::LakeError) -> Self {
+        SyncError::Lake(Box::new(e))
+    }
 }
 
 impl SyncError {
@@ -59,6 +67,7 @@ impl SyncError {
     pub fn exit_code(&self) -> u8 {
         match self {
             SyncError::Config(_) | SyncError::Unauthenticated(_) => 2,
+            SyncError::Lake(e) if matches!(**e, crate::lake::LakeError::Location { .. }) => 2,
             SyncError::QuotaExhausted { .. } => 75,
             _ => 1,
         }

@@ -1,0 +1,300 @@
+//! The row work of a publish, done by DuckDB: reading what changed out of the
+//! warehouse, and merging it with a partition's live files into new ones.
+
+use std::path::{Path, PathBuf};
+
+use duckdb::Connection;
+
+use crate::sink::duckdb::{COMMIT_SEQ, REPLACED_LOG, ident, sql_err};
+use crate::sink::{DuckDbSink, SinkError};
+use crate::tables::{ColType, LakePartition, LoadRule, TableDef};
+
+/// Rows per Parquet row group: large enough for good compression and scans,
+/// small enough that a reader (and our own merge) holds one group at a time.
+const ROW_GROUP_ROWS: u64 = 100_000;
+
+/// What a table's rows need from the lake's live files when they are published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Keyless logs: appended as they are.
+    Append,
+    /// Rows never change once stored: appended, less keys the lake already has
+    /// (another instance may have published them).
+    AppendNewKeys,
+    /// Rows change: a touched partition is rewritten with the new versions.
+    Merge,
+}
+
+impl Kind {
+    pub fn of(table: &TableDef) -> Kind {
+        match table.load {
+            LoadRule::Append if table.key.is_empty() => Kind::Append,
+            LoadRule::Append | LoadRule::InsertOnce | LoadRule::AppendOnChange => Kind::AppendNewKeys,
+            LoadRule::Upsert | LoadRule::History | LoadRule::Replace => Kind::Merge,
+        }
+    }
+}
+
+/// The partition column computed from the row's own date, as SQL. The bundled
+/// DuckDB has no ICU, so a timestamp's UTC date is read from its text form.
+fn partition_sql(table: &TableDef, part: LakePartition) -> String {
+    let source = ident(part.source());
+    let ty = table
+        .columns
+        .iter()
+        .find(|c| c.name == part.source())
+        .map(|c| c.ty)
+        .expect("a lake partition names a column of its table");
+    match (part, ty) {
+        (LakePartition::Year(_), ColType::Date) => format!("CAST(year({source}) AS INTEGER)"),
+        (LakePartition::Year(_), _) => format!("CAST(left(CAST({source} AS VARCHAR), 4) AS INTEGER)"),
+        (LakePartition::Month(_), ColType::Date) => format!("strftime({source}, '%Y-%m')"),
+        (LakePartition::Month(_), _) => format!("left(CAST({source} AS VARCHAR), 7)"),
+    }
+}
+
+/// The columns a lake file holds, in schema order (the partition column lives
+/// in the folder name and the log, not in the file).
+fn file_columns(table: &TableDef) -> Vec<String> {
+    table
+        .all_columns()
+        .map(|c| ident(c.name))
+        .chain(std::iter::once(ident(COMMIT_SEQ)))
+        .collect()
+}
+
+/// The rows to publish, read out of the warehouse.
+#[derive(Debug)]
+pub struct Changes {
+    /// The newest commit they include: the table's new watermark.
+    pub upto: i64,
+    pub rows: u64,
+    /// [`LoadRule::Replace`]: the partitions (companies) whose lake rows are
+    /// all replaced by these, including any now empty.
+    pub replaced: Vec<String>,
+    pub file: PathBuf,
+}
+
+/// Writes the rows of `table` committed after sequence `after` to `file`,
+/// with their partition value; `None` when nothing was committed since.
+///
+/// # Errors
+/// When the warehouse cannot be read or the file written.
+pub fn export(sink: &DuckDbSink, table: &TableDef, after: i64, file: &Path) -> Result<Option<Changes>, SinkError> {
+    let conn = sink.connection();
+    let name = ident(table.name);
+    let err = |context| sql_err(table.name, context);
+    let upto: i64 = conn
+        .query_row(
+            &format!(
+                "SELECT greatest((SELECT coalesce(max({COMMIT_SEQ}), 0) FROM {name}), \
+                 (SELECT coalesce(max({COMMIT_SEQ}), 0) FROM {REPLACED_LOG} WHERE table_name = ?))"
+            ),
+            [table.name],
+            |r| r.get(0),
+        )
+        .map_err(err("finding the newest commit"))?;
+    if upto <= after {
+        return Ok(None);
+    }
+    let changed = format!("coalesce({COMMIT_SEQ}, 0) > {after}");
+    let (filter, replaced) = if table.load == LoadRule::Replace {
+        let part = ident(table.key[0]);
+        let replaced: Vec<String> = sink.rows(
+            (table.name, "finding the replaced partitions"),
+            &format!(
+                "SELECT \"partition\" FROM {REPLACED_LOG} WHERE table_name = ? AND {COMMIT_SEQ} > {after} \
+                 UNION SELECT {part} FROM {name} WHERE {changed} ORDER BY 1"
+            ),
+            table.name,
+            |r| r.get(0),
+        )?;
+        let filter = format!(
+            "{part} IN (SELECT \"partition\" FROM {REPLACED_LOG} WHERE table_name = '{}' AND {COMMIT_SEQ} > {after}) \
+             OR {changed}",
+            table.name.replace('\'', "''")
+        );
+        (filter, replaced)
+    } else {
+        (changed, Vec::new())
+    };
+    let mut select: Vec<String> = table
+        .all_columns()
+        .map(|c| match c.ty {
+            // Plain text in the lake: JSON is not a type every engine knows.
+            ColType::Json => format!("CAST({n} AS VARCHAR) AS {n}", n = ident(c.name)),
+            _ => ident(c.name),
+        })
+        .collect();
+    select.push(ident(COMMIT_SEQ));
+    if let Some(part) = table.lake_partition {
+        select.push(format!("{} AS {}", partition_sql(table, part), ident(part.column())));
+    }
+    let rows = copy_count(
+        conn,
+        &format!(
+            "COPY (SELECT {} FROM {name} WHERE {filter}) TO '{}' (FORMAT parquet, COMPRESSION zstd)",
+            select.join(", "),
+            sql_path(file)
+        ),
+    )
+    .map_err(err("writing the changed rows for the lake"))?;
+    Ok(Some(Changes {
+        upto,
+        rows,
+        replaced,
+        file: file.to_owned(),
+    }))
+}
+
+/// Runs a `COPY ... TO` and returns the rows it wrote (its one result row).
+pub fn copy_count(conn: &Connection, copy: &str) -> duckdb::Result<u64> {
+    conn.query_row(copy, [], |r| r.get::<_, i64>(0))
+        .map(|n| n.max(0) as u64)
+}
+
+fn sql_path(path: &Path) -> String {
+    path.display().to_string().replace('\'', "''")
+}
+
+fn sql_literal(value: Option<&str>) -> String {
+    value.map_or_else(|| "NULL".to_owned(), |v| format!("'{}'", v.replace('\'', "''")))
+}
+
+/// A private in-memory DuckDB for merging: the warehouse's writer stays free
+/// meanwhile, and spills go to `scratch` rather than memory.
+pub fn scratch_connection(scratch: &Path, memory_limit: &str) -> Result<Connection, SinkError> {
+    let conn = Connection::open_in_memory().map_err(sql_err("-", "opening a scratch database"))?;
+    conn.execute_batch(&format!(
+        "SET memory_limit = '{memory_limit}'; SET temp_directory = '{}'; SET preserve_insertion_order = false;",
+        sql_path(&scratch.join("spill"))
+    ))
+    .map_err(sql_err("-", "configuring the scratch database"))?;
+    Ok(conn)
+}
+
+/// The partition values the changes touch (one `None` for an unpartitioned table).
+pub fn touched_partitions(
+    conn: &Connection,
+    table: &TableDef,
+    changes: &Path,
+) -> Result<Vec<Option<String>>, SinkError> {
+    let Some(part) = table.lake_partition else {
+        return Ok(vec![None]);
+    };
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT DISTINCT CAST({} AS VARCHAR) FROM read_parquet('{}') ORDER BY 1 NULLS FIRST",
+            ident(part.column()),
+            sql_path(changes)
+        ))
+        .map_err(sql_err(table.name, "listing the touched partitions"))?;
+    let values = stmt
+        .query_map([], |r| r.get::<_, Option<String>>(0))
+        .map_err(sql_err(table.name, "listing the touched partitions"))?;
+    values
+        .collect::<Result<_, _>>()
+        .map_err(sql_err(table.name, "listing the touched partitions"))
+}
+
+/// Writes one partition's new file: the changed rows merged with `old_files`
+/// by the table's [`Kind`]. Returns the rows written (0: no file needed).
+///
+/// # Errors
+/// When a file cannot be read or written.
+pub fn rewrite_partition(
+    conn: &Connection,
+    table: &TableDef,
+    changes: &Changes,
+    partition: Option<&str>,
+    old_files: &[PathBuf],
+    out: &Path,
+) -> Result<u64, SinkError> {
+    let columns = file_columns(table).join(", ");
+    let chg = match table.lake_partition {
+        Some(part) => format!(
+            "SELECT {columns} FROM read_parquet('{}') WHERE {} IS NOT DISTINCT FROM CAST({} AS {})",
+            sql_path(&changes.file),
+            ident(part.column()),
+            sql_literal(partition),
+            match part {
+                LakePartition::Year(_) => "INTEGER",
+                LakePartition::Month(_) => "VARCHAR",
+            }
+        ),
+        None => format!("SELECT {columns} FROM read_parquet('{}')", sql_path(&changes.file)),
+    };
+    let old = if old_files.is_empty() {
+        // No live file: an empty relation of the right shape.
+        format!("SELECT {columns} FROM ({chg}) WHERE false")
+    } else {
+        let list: Vec<String> = old_files.iter().map(|f| format!("'{}'", sql_path(f))).collect();
+        format!(
+            "SELECT {columns} FROM read_parquet([{}], union_by_name = true, hive_partitioning = false)",
+            list.join(", ")
+        )
+    };
+    let on: Vec<String> = table
+        .key
+        .iter()
+        .map(|k| format!("o.{k} = c.{k}", k = ident(k)))
+        .collect();
+    let on = on.join(" AND ");
+    let result = match Kind::of(table) {
+        Kind::Append => chg,
+        Kind::AppendNewKeys => format!("SELECT c.* FROM ({chg}) c ANTI JOIN ({old}) o ON {on}"),
+        Kind::Merge => {
+            let kept = if table.load == LoadRule::Replace {
+                let replaced: Vec<String> = changes.replaced.iter().map(|p| sql_literal(Some(p))).collect();
+                let part = ident(table.key[0]);
+                if replaced.is_empty() {
+                    String::new()
+                } else {
+                    format!("WHERE o.{part} NOT IN ({})", replaced.join(", "))
+                }
+            } else {
+                String::new()
+            };
+            format!("SELECT o.* FROM ({old}) o ANTI JOIN ({chg}) c ON {on} {kept} UNION ALL SELECT * FROM ({chg})")
+        }
+    };
+    write_file(conn, table, &result, out)
+}
+
+/// Rewrites `files` (one partition's) as one file, same rows in key order.
+///
+/// # Errors
+/// When a file cannot be read or written.
+pub fn compact_files(conn: &Connection, table: &TableDef, files: &[PathBuf], out: &Path) -> Result<u64, SinkError> {
+    let list: Vec<String> = files.iter().map(|f| format!("'{}'", sql_path(f))).collect();
+    let rows = format!(
+        "SELECT {} FROM read_parquet([{}], union_by_name = true, hive_partitioning = false)",
+        file_columns(table).join(", "),
+        list.join(", ")
+    );
+    write_file(conn, table, &rows, out)
+}
+
+/// Writes the rows of `select` to one zstd Parquet file in key order; returns
+/// how many (none: no file is left behind).
+fn write_file(conn: &Connection, table: &TableDef, select: &str, out: &Path) -> Result<u64, SinkError> {
+    let order: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
+    let order = if order.is_empty() {
+        String::new()
+    } else {
+        format!("ORDER BY {}", order.join(", "))
+    };
+    let rows = copy_count(
+        conn,
+        &format!(
+            "COPY (SELECT * FROM ({select}) {order}) TO '{}' \
+             (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS})",
+            sql_path(out)
+        ),
+    )
+    .map_err(sql_err(table.name, "writing a lake file"))?;
+    if rows == 0 {
+        let _ = std::fs::remove_file(out);
+    }
+    Ok(rows)
+}

@@ -1,0 +1,354 @@
+//! The lake on a real S3-compatible server (moto's, started on loopback):
+//! published from the warehouse, merged as data changes, survives kill -9
+//! mid-publish, and read back by Spark and by DuckDB as exactly the rows the
+//! warehouse holds.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use fdsync::emulator::PlanLimits;
+use fdsync::lake::Lake;
+use fdsync::sink::SinkHandle;
+use fdsync::tables::TABLES;
+
+use crate::util::{Harness, TEST_KEY, repo};
+
+/// moto's S3 server on a free loopback port, stopped when dropped.
+struct S3Server {
+    child: std::process::Child,
+    endpoint: String,
+}
+
+impl S3Server {
+    async fn start() -> S3Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto_server is needed (pip install 'moto[server]'; .ci/run installs it)");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let server = S3Server { child, endpoint };
+        let http = reqwest::Client::new();
+        let started = Instant::now();
+        while http.get(&server.endpoint).send().await.is_err() {
+            assert!(started.elapsed() < Duration::from_secs(30), "moto_server did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        server
+    }
+
+    /// What fdsync reads from its environment to reach this server.
+    fn env(&self) -> Vec<(String, String)> {
+        [
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ENDPOINT_URL", self.endpoint.as_str()),
+            ("AWS_ALLOW_HTTP", "true"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+    }
+
+    async fn create_bucket(&self, bucket: &str) {
+        let status = reqwest::Client::new()
+            .put(format!("{}/{bucket}", self.endpoint))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert!(status.is_success(), "creating bucket {bucket}: {status}");
+    }
+
+    /// Every object key under `prefix`.
+    async fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let mut keys = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut url = format!("{}/{bucket}?list-type=2&prefix={prefix}", self.endpoint);
+            if let Some(t) = &token {
+                url.push_str(&format!(
+                    "&continuation-token={}",
+                    url::form_urlencoded::byte_serialize(t.as_bytes()).collect::<String>()
+                ));
+            }
+            let body = reqwest::get(&url).await.unwrap().text().await.unwrap();
+            keys.extend(xml_values(&body, "Key"));
+            token = xml_values(&body, "NextContinuationToken").into_iter().next();
+            if token.is_none() {
+                return keys;
+            }
+        }
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn xml_values(body: &str, tag: &str) -> Vec<String> {
+    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+    body.split(&open)
+        .skip(1)
+        .filter_map(|rest| rest.split(&close).next().map(str::to_owned))
+        .collect()
+}
+
+/// Exports every warehouse table to `dir/<table>/rows.parquet`, as the lake holds
+/// it (JSON as text): the ground truth the engines are compared with.
+async fn export_truth(sink: &SinkHandle, dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let dir = dir.to_owned();
+    sink.call(move |s| {
+        for table in TABLES {
+            let cols: Vec<String> = table
+                .all_columns()
+                .map(|c| match c.ty {
+                    fdsync::tables::ColType::Json => format!("CAST(\"{0}\" AS VARCHAR) AS \"{0}\"", c.name),
+                    _ => format!("\"{}\"", c.name),
+                })
+                .chain(std::iter::once("_commit_seq".to_owned()))
+                .collect();
+            // In a folder per table: Spark skips files whose names start with `_`.
+            let folder = dir.join(table.name);
+            std::fs::create_dir_all(&folder).unwrap();
+            let file = folder.join("rows.parquet");
+            s.connection()
+                .execute_batch(&format!(
+                    "COPY (SELECT {} FROM \"{}\") TO '{}' (FORMAT parquet)",
+                    cols.join(", "),
+                    table.name,
+                    file.display()
+                ))
+                .unwrap();
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// Runs the Spark and DuckDB read-back; returns its per-table results.
+fn read_back(s3: &S3Server, prefix: &str, truth: &Path, work: &Path) -> BTreeMap<String, serde_json::Value> {
+    let keys: BTreeMap<&str, &[&str]> = TABLES.iter().map(|t| (t.name, t.key)).collect();
+    let out = std::process::Command::new("python3")
+        .arg(repo().join("tests/lake_readback.py"))
+        .args([&s3.endpoint, "lake", prefix])
+        .arg(truth)
+        .arg(work)
+        .env("LAKE_KEYS", serde_json::to_string(&keys).unwrap())
+        .output()
+        .expect("python3 with pyspark, duckdb and boto3 (.ci/run installs them)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}");
+    let results: BTreeMap<String, serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| (v["table"].as_str().unwrap_or_default().to_owned(), v))
+        .collect();
+    assert!(
+        out.status.success(),
+        "the engines disagree with the warehouse:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    results
+}
+
+fn rows(results: &BTreeMap<String, serde_json::Value>, table: &str, engine: &str) -> u64 {
+    results[table][engine]["rows"].as_u64().unwrap_or_default()
+}
+
+/// moto's server with an empty bucket `lake`, and a harness over three
+/// companies (one Taiwanese, for monthly revenue) and two countries.
+async fn s3_and_harness() -> (S3Server, Harness) {
+    let s3 = S3Server::start().await;
+    s3.create_bucket("lake").await;
+    let mut h = Harness::new(PlanLimits::build(), &["AAPL", "MSFT", "TW:2330"]).await;
+    h.restart(|c| c.universe.countries = vec!["US".into(), "TW".into()])
+        .await;
+    (s3, h)
+}
+
+const PIPELINES: &[&str] = &[
+    "companies",
+    "prices",
+    "dividends",
+    "macro",
+    "news",
+    "news_sources",
+    "events_wire",
+    "regulation",
+    "monthly_revenue",
+    "news_topics",
+    "indices",
+    "coverage",
+    "geo",
+];
+
+/// Two syncs a simulated day apart, each published: the second merges
+/// restated and new rows into the partitions they belong to. Spark and DuckDB
+/// then read every table, and each gets exactly the warehouse's rows.
+#[tokio::test]
+async fn spark_and_duckdb_read_exactly_the_warehouse_rows_from_the_lake_on_s3() {
+    let (s3, h) = s3_and_harness().await;
+    let work = tempfile::tempdir().unwrap();
+    let lake = Lake::open_with_env("s3://lake/wh", work.path().join("scratch"), s3.env()).unwrap();
+    let pipelines = h.only(PIPELINES);
+
+    let (_, result) = h.syncer.run_once(&pipelines).await;
+    result.unwrap();
+    let first = lake.publish(&h.syncer.sink).await.unwrap();
+    let published =
+        |report: &fdsync::lake::PublishReport, table: &str| report.tables.iter().find(|t| t.table == table).cloned();
+    let news = published(&first, "news_items").expect("news published");
+    assert!(
+        news.rows > 0 && news.files_added > 0 && news.files_removed == 0,
+        "{news:?}"
+    );
+
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(26 * 3600));
+    let (_, result) = h.syncer.run_once(&pipelines).await;
+    result.unwrap();
+    let second = lake.publish(&h.syncer.sink).await.unwrap();
+    let prices = published(&second, "prices_daily").expect("a day later, prices changed");
+    assert!(
+        prices.files_removed > 0,
+        "the touched year's file was rewritten: {prices:?}"
+    );
+    assert_eq!(
+        published(&second, "macro_series").map(|t| t.rows),
+        None,
+        "an unchanged table is not published again"
+    );
+    let third = lake.publish(&h.syncer.sink).await.unwrap();
+    assert!(third.tables.is_empty(), "nothing new, nothing published: {third:?}");
+
+    export_truth(&h.syncer.sink, &work.path().join("truth")).await;
+    let results = read_back(&s3, "wh", &work.path().join("truth"), work.path());
+    for table in [
+        "news_items",
+        "prices_daily",
+        "macro_observations",
+        "events",
+        "_sync_runs",
+    ] {
+        let truth = h.int(&format!("SELECT count(*) FROM \"{table}\"")).await as u64;
+        assert!(truth > 0, "{table} has rows");
+        assert_eq!(rows(&results, table, "spark"), truth, "{table} read by Spark");
+        assert_eq!(rows(&results, table, "duckdb"), truth, "{table} read by DuckDB");
+    }
+}
+
+/// `fdsync lake publish` killed with SIGKILL in the middle of publishing
+/// (some tables committed, others not), then run again: every engine reads
+/// exactly the warehouse, and no data file is left that the log does not list.
+#[tokio::test]
+async fn a_publish_killed_mid_write_then_rerun_leaves_exactly_the_warehouse_and_no_orphans() {
+    let (s3, h) = s3_and_harness().await;
+    let (_, result) = h.syncer.run_once(&h.only(PIPELINES)).await;
+    result.unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let truth = work.path().join("truth");
+    let warehouse = h.syncer.config.warehouse.duckdb.clone();
+    h.syncer.sink.close().await;
+
+    let config = work.path().join("fdsync.toml");
+    let text = crate::util::config_text("http://127.0.0.1:9", &warehouse, &["AAPL"])
+        .replace("[warehouse]\n", "[warehouse]\nparquet_dir = \"s3://lake/crash\"\n");
+    std::fs::write(&config, text).unwrap();
+    let publish = || {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_fdsync"));
+        cmd.arg("--config")
+            .arg(&config)
+            .args(["lake", "publish"])
+            .env("FDSYNC_TEST_KEY_UNSET", TEST_KEY)
+            .envs(s3.env())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    };
+
+    let mut victim = publish().spawn().unwrap();
+    // Killed once the first table's rows are committed and before the last's.
+    let started = Instant::now();
+    loop {
+        let keys = s3.keys("lake", "crash/").await;
+        if keys.iter().any(|k| k.ends_with("_delta_log/00000000000000000001.json")) {
+            break;
+        }
+        assert!(
+            victim.try_wait().unwrap().is_none(),
+            "the publish finished before it could be killed"
+        );
+        assert!(started.elapsed() < Duration::from_secs(60), "no table was committed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    victim.start_kill().unwrap();
+    let status = victim.wait().await.unwrap();
+    assert_eq!(status.code(), None, "killed by a signal");
+    let committed = || async {
+        s3.keys("lake", "crash/")
+            .await
+            .iter()
+            .filter(|k| k.ends_with("_delta_log/00000000000000000001.json"))
+            .count()
+    };
+    let committed_before = committed().await;
+
+    let rerun = publish().output().await.unwrap();
+    assert!(rerun.status.success(), "{}", String::from_utf8_lossy(&rerun.stderr));
+    assert!(committed().await > committed_before, "the kill landed mid-publish");
+    // The truth is the warehouse as it is now (the publish recorded its writer id there).
+    let sink = SinkHandle::open_duckdb(warehouse.clone()).await.unwrap();
+    export_truth(&sink, &truth).await;
+    sink.close().await;
+    let results = read_back(&s3, "crash", &truth, work.path());
+    let truth_rows = |table: &str| results[table]["warehouse_rows"].as_u64().unwrap();
+    for table in ["news_items", "prices_daily", "macro_observations"] {
+        assert!(truth_rows(table) > 0);
+        assert_eq!(
+            rows(&results, table, "spark"),
+            truth_rows(table),
+            "{table} read by Spark"
+        );
+        assert_eq!(
+            rows(&results, table, "duckdb"),
+            truth_rows(table),
+            "{table} read by DuckDB"
+        );
+    }
+    // Every data file in the bucket is live: a file uploaded before the kill
+    // was overwritten by the rerun's file of the same name.
+    let data_files = s3
+        .keys("lake", "crash/")
+        .await
+        .into_iter()
+        .filter(|k| k.ends_with(".parquet") && !k.contains("_delta_log"))
+        .count();
+    let live: u64 = results
+        .values()
+        .map(|r| r["duckdb"]["files"].as_u64().unwrap_or_default())
+        .sum();
+    assert_eq!(data_files as u64, live, "orphaned data files");
+    let scratch = Lake::scratch_beside(&warehouse);
+    let left: Vec<_> = std::fs::read_dir(&scratch)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "temporary files left in {}: {left:?}",
+        scratch.display()
+    );
+}
