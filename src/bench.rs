@@ -558,15 +558,17 @@ pub async fn lake_warehouse(
             let conn = s.connection();
             let page: i64 = conn.query_row("SELECT count(*) FROM news_items", [], |r| r.get(0))?;
             let copies = rows.div_ceil(page.max(1) as u64);
+            // Time arithmetic on UTC text: the bundled DuckDB has no ICU for TIMESTAMPTZ.
             conn.execute_batch(&format!(
-                "CREATE TEMP TABLE page AS SELECT * FROM news_items;
+                "CREATE TEMP MACRO utc(ts) AS CAST(left(CAST(ts AS VARCHAR), 19) AS TIMESTAMP);
+                 CREATE TEMP TABLE page AS SELECT * FROM news_items;
                  DELETE FROM news_items;
                  INSERT INTO news_items
                  SELECT page.* REPLACE (id || '-' || k AS id,
-                                        published_at - k * span AS published_at,
-                                        updated_at - k * span AS updated_at)
+                                        CAST(utc(published_at) - k * span AS TIMESTAMPTZ) AS published_at,
+                                        CAST(utc(updated_at) - k * span AS TIMESTAMPTZ) AS updated_at)
                  FROM page, range({copies}) r(k),
-                      (SELECT max(published_at) - min(published_at) + INTERVAL 45 SECOND AS span FROM page) s
+                      (SELECT max(utc(published_at)) - min(utc(published_at)) + INTERVAL 45 SECOND AS span FROM page) s
                  LIMIT {rows};"
             ))
         })
@@ -651,6 +653,10 @@ pub async fn lake(config: &crate::config::Config, sizes: &[u64], out: &mut impl 
             serde_json::from_slice(&output.stdout)
                 .map_err(|e| SyncError::Other(format!("the {mode} side's report: {e}")))
         };
+        if std::env::var_os("FDSYNC_BENCH_KEEP").is_some() {
+            eprintln!("bench warehouse kept: {}", warehouse.display());
+            continue;
+        }
         let copy = side("copy", dir.join("copy.parquet"))?;
         let publish = side("publish", dir.join("lake"))?;
         let rate = |r: &LakeChildReport| r.rows as f64 / r.seconds;

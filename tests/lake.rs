@@ -234,6 +234,23 @@ async fn spark_and_duckdb_read_exactly_the_warehouse_rows_from_the_lake_on_s3() 
     let third = lake.publish(&h.syncer.sink).await.unwrap();
     assert!(third.tables.is_empty(), "nothing new, nothing published: {third:?}");
 
+    // Each publish of an append-only table added a file per partition touched:
+    // compaction leaves one per partition; vacuum then deletes every file no
+    // version keeps (retention 0 here; the CLI insists on at least an hour).
+    let compacted = lake.compact(2).await.unwrap();
+    let revisions = compacted
+        .iter()
+        .find(|t| t.table == "news_headline_revisions")
+        .expect("compacted");
+    assert!(revisions.files_removed > revisions.files_added, "{revisions:?}");
+    assert!(lake.compact(2).await.unwrap().is_empty(), "one file per partition left");
+    let vacuumed = lake.vacuum(chrono::Duration::zero(), false).await.unwrap();
+    let deleted: usize = vacuumed.iter().map(|t| t.files.len()).sum();
+    assert!(
+        deleted >= revisions.files_removed + prices.files_removed,
+        "{vacuumed:?}"
+    );
+
     export_truth(&h.syncer.sink, &work.path().join("truth")).await;
     let results = read_back(&s3, "wh", &work.path().join("truth"), work.path());
     for table in [

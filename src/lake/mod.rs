@@ -214,10 +214,12 @@ impl Lake {
         let scratch = self.fresh_scratch(table.name)?;
         let _cleared = ClearOnDrop(scratch.clone());
         let changes_file = scratch.join("changes.parquet");
+        let started = Instant::now();
         let changes = {
             let file = changes_file.clone();
             sink.call(move |s| rewrite::export(s, table, after, &file)).await??
         };
+        let exported = started.elapsed();
         let Some(changes) = changes else {
             return Ok(None);
         };
@@ -225,18 +227,28 @@ impl Lake {
             return Ok(None);
         }
         let kind = Kind::of(table);
+        let db = ScratchDb::open(&scratch).await?;
         let touched = {
-            let (scratch, file) = (scratch.clone(), changes.file.clone());
-            blocking(move || {
-                let conn = rewrite::scratch_connection(&scratch, SCRATCH_MEMORY)?;
-                rewrite::touched_partitions(&conn, table, &file)
-            })
-            .await?
+            let file = changes.file.clone();
+            db.run(move |conn| rewrite::load_changes(conn, table, &file)).await?
         };
         let live = delta::live_files(&delta, table)?;
         let version = delta.version().unwrap_or(0).to_string();
         let changes = Arc::new(changes);
         let (mut adds, mut removes) = (Vec::new(), Vec::new());
+        let name_of = |partition: Option<&str>| {
+            file_name(
+                &[
+                    app_id,
+                    table.name,
+                    &version,
+                    &after.to_string(),
+                    &changes.upto.to_string(),
+                ],
+                partition,
+                &changes.upto.to_string(),
+            )
+        };
         // One partition at a time: the scratch folder holds one partition's
         // files, never the table's.
         for partition in touched {
@@ -245,22 +257,19 @@ impl Lake {
             } else {
                 live.iter().filter(|f| f.partition == partition).cloned().collect()
             };
-            let name = file_name(
-                &[
-                    app_id,
-                    table.name,
-                    &version,
-                    &after.to_string(),
-                    &changes.upto.to_string(),
-                ],
-                partition.as_deref(),
-                &changes.upto.to_string(),
-            );
+            let name = name_of(partition.as_deref());
             let (changes, part) = (changes.clone(), partition.clone());
             let new = self
-                .rewrite_partition(table, &scratch, &old, partition, name, move |conn, local, out| {
-                    rewrite::rewrite_partition(conn, table, &changes, part.as_deref(), local, out)
-                })
+                .rewrite_partition(
+                    table,
+                    (&scratch, &db),
+                    &old,
+                    partition,
+                    name,
+                    move |conn, local, out| {
+                        rewrite::rewrite_partition(conn, table, &changes, part.as_deref(), local, out)
+                    },
+                )
                 .await?;
             if kind == Kind::Merge {
                 removes.extend(old.into_iter().map(|f| f.remove));
@@ -280,7 +289,9 @@ impl Lake {
             rows = changes.rows,
             version,
             files_added,
-            files_removed
+            files_removed,
+            export_secs = exported.as_secs_f64(),
+            total_secs = started.elapsed().as_secs_f64()
         );
         Ok(Some(TablePublished {
             table: table.name,
@@ -338,13 +349,19 @@ impl Lake {
         let scratch = self.fresh_scratch(table.name)?;
         let _cleared = ClearOnDrop(scratch.clone());
         let version = delta.version().unwrap_or(0).to_string();
+        let db = ScratchDb::open(&scratch).await?;
         let (mut adds, mut removes) = (Vec::new(), Vec::new());
         for (partition, files) in groups {
             let name = file_name(&["compact", table.name, &version], partition.as_deref(), "c");
             let new = self
-                .rewrite_partition(table, &scratch, &files, partition, name, move |conn, local, out| {
-                    rewrite::compact_files(conn, table, local, out)
-                })
+                .rewrite_partition(
+                    table,
+                    (&scratch, &db),
+                    &files,
+                    partition,
+                    name,
+                    move |conn, local, out| rewrite::compact_files(conn, table, local, out),
+                )
                 .await?;
             removes.extend(files.into_iter().map(|f| f.remove));
             adds.extend(new);
@@ -396,7 +413,7 @@ impl Lake {
     async fn rewrite_partition(
         &self,
         table: &'static TableDef,
-        scratch: &Path,
+        (scratch, db): (&Path, &ScratchDb),
         old: &[LiveFile],
         partition: Option<String>,
         name: String,
@@ -411,12 +428,8 @@ impl Lake {
         }
         let out = scratch.join("new.parquet");
         let rows = {
-            let (scratch, local, out) = (scratch.to_owned(), local.clone(), out.clone());
-            blocking(move || {
-                let conn = rewrite::scratch_connection(&scratch, SCRATCH_MEMORY)?;
-                rewrite(&conn, &local, &out)
-            })
-            .await?
+            let (local, out) = (local.clone(), out.clone());
+            db.run(move |conn| rewrite(conn, &local, &out)).await?
         };
         let new = if rows > 0 {
             let relative = in_partition(table, partition.as_deref(), name);
@@ -450,6 +463,26 @@ impl Lake {
         }
         std::fs::create_dir_all(&dir).map_err(io)?;
         Ok(dir)
+    }
+}
+
+/// One table's private in-memory DuckDB, for merging: the warehouse's writer
+/// stays free meanwhile. Its work runs on the blocking pool, one job at a time.
+struct ScratchDb(Arc<std::sync::Mutex<duckdb::Connection>>);
+
+impl ScratchDb {
+    async fn open(scratch: &Path) -> Result<ScratchDb, LakeError> {
+        let scratch = scratch.to_owned();
+        let conn = blocking(move || rewrite::scratch_connection(&scratch, SCRATCH_MEMORY)).await?;
+        Ok(ScratchDb(Arc::new(std::sync::Mutex::new(conn))))
+    }
+
+    async fn run<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&duckdb::Connection) -> Result<T, SinkError> + Send + 'static,
+    ) -> Result<T, LakeError> {
+        let conn = self.0.clone();
+        blocking(move || job(&conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner))).await
     }
 }
 
