@@ -653,10 +653,6 @@ pub async fn lake(config: &crate::config::Config, sizes: &[u64], out: &mut impl 
             serde_json::from_slice(&output.stdout)
                 .map_err(|e| SyncError::Other(format!("the {mode} side's report: {e}")))
         };
-        if std::env::var_os("FDSYNC_BENCH_KEEP").is_some() {
-            eprintln!("bench warehouse kept: {}", warehouse.display());
-            continue;
-        }
         let copy = side("copy", dir.join("copy.parquet"))?;
         let publish = side("publish", dir.join("lake"))?;
         let rate = |r: &LakeChildReport| r.rows as f64 / r.seconds;

@@ -260,7 +260,7 @@ impl Lake {
             let name = name_of(partition.as_deref());
             let (changes, part) = (changes.clone(), partition.clone());
             let new = self
-                .rewrite_partition(
+                .write_partition_file(
                     table,
                     (&scratch, &db),
                     &old,
@@ -354,7 +354,7 @@ impl Lake {
         for (partition, files) in groups {
             let name = file_name(&["compact", table.name, &version], partition.as_deref(), "c");
             let new = self
-                .rewrite_partition(
+                .write_partition_file(
                     table,
                     (&scratch, &db),
                     &files,
@@ -410,7 +410,7 @@ impl Lake {
     /// go through `rewrite` (in a scratch DuckDB) into one file, uploaded as
     /// `name`; `None` when no row is left. Only this partition's files are
     /// on local disk at a time.
-    async fn rewrite_partition(
+    async fn write_partition_file(
         &self,
         table: &'static TableDef,
         (scratch, db): (&Path, &ScratchDb),
