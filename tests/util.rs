@@ -20,8 +20,14 @@ pub fn start_time() -> DateTime<Utc> {
     "2026-11-25T23:00:00Z".parse().unwrap()
 }
 
+/// The checkout being tested. Cargo sets `CARGO_MANIFEST_DIR` when it runs a test,
+/// and that wins over the compile-time value: cargo reuses a test binary built from
+/// another clone that shares the target folder (as CI does), with that clone's path
+/// baked in.
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
 /// A frozen simulated clock: it moves only when someone waits or a test advances it.
