@@ -1,18 +1,27 @@
 """Reads fdsync's lake back with two engines and compares it with the warehouse.
 
-Usage: lake_readback.py ENDPOINT BUCKET PREFIX EXPECTED_DIR WORK_DIR
+Usage: lake_readback.py ENDPOINT BUCKET PREFIX EXPECTED_DIRS WORK_DIR
 
-ENDPOINT/BUCKET/PREFIX name the lake on an S3-compatible server; EXPECTED_DIR
-holds <table>/rows.parquet per table, exported from the DuckDB warehouse (the
-ground truth). Every object under the prefix is fetched over the S3 API into
-WORK_DIR, then each table is read as its Delta log says, by each engine on its
-own: the engine replays the log (JSON commits, in version order) to find the
-live files, then reads those Parquet files with their hive partition folders.
+ENDPOINT/BUCKET/PREFIX name the lake on an S3-compatible server; EXPECTED_DIRS
+(comma-separated) each hold <table>/rows.parquet per table, exported from a
+DuckDB warehouse: the ground truth is all of them together (several
+warehouses publish into one lake). LAKE_KEYS maps each table to its key;
+optional LAKE_TABLES (comma-separated) limits the tables compared, and
+LAKE_ENGINES (default "duckdb,spark") the engines.
 
-Neither engine's Delta connector is used: Spark's is a Maven artifact and
-DuckDB's a downloaded extension, and this machine reaches neither registry.
-Replaying the log is what those connectors do first; the files they would
-then read are the ones read here.
+DuckDB reads each table with its own Delta connector, the `delta` extension
+(`delta_scan`, built on delta-kernel-rs), straight from the S3 server through
+an `s3` secret. The extension comes from PyPI (duckdb-extension-delta, the
+signed binary DuckDB publishes), since this machine cannot reach
+extensions.duckdb.org.
+
+Spark reads without its connector: delta-spark and hadoop-aws are Maven
+artifacts, and Maven is unreachable here. So every object under the prefix is
+fetched over the S3 API into WORK_DIR, Spark replays each table's Delta log
+itself (the JSON commits, in version order) to find the live files, and reads
+those with its own Parquet reader and their hive partition folders. Replaying
+the log is what the connector does first; the files it would then read are the
+ones read here.
 
 Prints one JSON line per table and exits 1 if any engine disagrees with the
 warehouse: a row missing or extra (as a multiset, so duplicates count), or a
@@ -54,25 +63,22 @@ def log_versions(table_dir):
     return [os.path.join(log, f) for f in commits]
 
 
-def duckdb_live_files(con, table_dir):
-    commits = log_versions(table_dir)
-    listed = ", ".join(f"'{c}'" for c in commits)
-    rows = con.execute(
-        f"""
-        WITH actions AS (
-            SELECT regexp_extract(filename, '(\\d+)\\.json$', 1)::BIGINT AS version,
-                   "add".path AS added, "remove".path AS removed
-            FROM read_json([{listed}], filename = true, format = 'newline_delimited',
-                           columns = {{'add': 'STRUCT(path VARCHAR)', 'remove': 'STRUCT(path VARCHAR)'}})
-        ),
-        last_action AS (
-            SELECT coalesce(added, removed) AS path, arg_max(added IS NOT NULL, version) AS live
-            FROM actions WHERE coalesce(added, removed) IS NOT NULL GROUP BY 1
-        )
-        SELECT path FROM last_action WHERE live ORDER BY path
-        """
-    ).fetchall()
-    return [os.path.join(table_dir, r[0]) for r in rows]
+def duckdb_with_delta(endpoint):
+    """A DuckDB connection whose `delta_scan` reads the lake on the S3 server."""
+    from duckdb_extensions import import_extension
+
+    for extension in ("httpfs", "delta"):
+        import_extension(extension)
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("LOAD httpfs")
+    con.execute("LOAD delta")
+    host = endpoint.split("://", 1)[1]
+    con.execute(
+        f"""CREATE SECRET lake (TYPE s3, PROVIDER config, KEY_ID 'test', SECRET 'test',
+            REGION 'us-east-1', ENDPOINT '{host}', URL_STYLE 'path', USE_SSL false)"""
+    )
+    return con
 
 
 def spark_live_files(spark, table_dir):
@@ -93,11 +99,47 @@ def spark_live_files(spark, table_dir):
     return sorted(os.path.join(table_dir, r.path) for r in last.where("live").collect())
 
 
-def main():
-    endpoint, bucket, prefix, expected_dir, work = sys.argv[1:6]
-    lake = os.path.join(work, "lake")
-    mirror(endpoint, bucket, prefix, lake)
+def multiset_difference(truth_df, lake_df):
+    """(missing, extra, lake rows) in one Spark job: each distinct row's count in
+    the lake minus its count in the truth."""
+    from pyspark.sql import functions as F
 
+    both = truth_df.withColumn("_side", F.lit(-1)).unionByName(lake_df.withColumn("_side", F.lit(1)))
+    per_row = both.groupBy(*truth_df.columns).agg(
+        F.sum("_side").alias("diff"), F.sum(F.when(F.col("_side") == 1, 1).otherwise(0)).alias("in_lake")
+    )
+    totals = per_row.agg(
+        F.sum(F.when(F.col("diff") < 0, -F.col("diff")).otherwise(0)).alias("missing"),
+        F.sum(F.when(F.col("diff") > 0, F.col("diff")).otherwise(0)).alias("extra"),
+        F.sum("in_lake").alias("rows"),
+    ).first()
+    return totals.missing or 0, totals.extra or 0, totals.rows or 0
+
+
+def main():
+    endpoint, bucket, prefix, expected_dirs, work = sys.argv[1:6]
+    expected_dirs = expected_dirs.split(",")
+    engines = os.environ.get("LAKE_ENGINES", "duckdb,spark").split(",")
+    tables = sorted({t for d in expected_dirs for t in os.listdir(d)})
+    if os.environ.get("LAKE_TABLES"):
+        tables = [t for t in tables if t in os.environ["LAKE_TABLES"].split(",")]
+    lake = os.path.join(work, "lake")
+    spark = start_spark(lake, endpoint, bucket, prefix) if "spark" in engines else None
+    con = duckdb_with_delta(endpoint)
+    failed = False
+    for table in tables:
+        expected_files = [os.path.join(d, table, "rows.parquet") for d in expected_dirs]
+        expected_files = [f for f in expected_files if os.path.exists(f)]
+        result, table_failed = compare(con, spark, engines, table, expected_files, lake, bucket, prefix)
+        failed |= table_failed
+        print(json.dumps(result), flush=True)
+    if spark is not None:
+        spark.stop()
+    sys.exit(1 if failed else 0)
+
+
+def start_spark(lake, endpoint, bucket, prefix):
+    mirror(endpoint, bucket, prefix, lake)
     from pyspark.sql import SparkSession
 
     spark = (
@@ -113,57 +155,52 @@ def main():
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    con = duckdb.connect()
-    con.execute("SET TimeZone = 'UTC'")
-    failed = False
-    for table in sorted(os.listdir(expected_dir)):
-        expected_file = os.path.join(expected_dir, table, "rows.parquet")
-        table_dir = os.path.join(lake, table)
-        key = KEYS[table]
-        expected_rows = con.execute(f"SELECT count(*) FROM read_parquet('{expected_file}')").fetchone()[0]
-        result = {"table": table, "warehouse_rows": expected_rows}
-        if not os.path.isdir(table_dir):
-            result["error"] = "no lake table"
-            failed |= expected_rows > 0
-            print(json.dumps(result), flush=True)
-            continue
-        expected_cols = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{expected_file}')").fetchall()]
-        col_list = ", ".join(f'"{c}"' for c in expected_cols)
+    return spark
 
-        # DuckDB
-        files = duckdb_live_files(con, table_dir)
-        if files:
-            listed = ", ".join(f"'{f}'" for f in files)
-            lake_sql = f"SELECT {col_list} FROM read_parquet([{listed}], hive_partitioning = true, union_by_name = true)"
-        else:
-            lake_sql = f"SELECT {col_list} FROM read_parquet('{expected_file}') WHERE false"
-        truth = f"SELECT {col_list} FROM read_parquet('{expected_file}')"
-        missing = con.execute(f"SELECT count(*) FROM ({truth} EXCEPT ALL {lake_sql})").fetchone()[0]
-        extra = con.execute(f"SELECT count(*) FROM ({lake_sql} EXCEPT ALL {truth})").fetchone()[0]
+
+def compare(con, spark, engines, table, expected_files, lake, bucket, prefix):
+    """One table's result line, and whether any engine disagreed."""
+    key = KEYS[table]
+    listed = ", ".join(f"'{f}'" for f in expected_files)
+    truth = f"read_parquet([{listed}], union_by_name = true)"
+    expected_rows = con.execute(f"SELECT count(*) FROM {truth}").fetchone()[0]
+    result = {"table": table, "warehouse_rows": expected_rows}
+    if con.execute(f"SELECT count(*) FROM glob('s3://{bucket}/{prefix}/{table}/_delta_log/*.json')").fetchone()[0] == 0:
+        result["error"] = "no lake table"
+        return result, expected_rows > 0
+    expected_cols = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {truth}").fetchall()]
+    col_list = ", ".join(f'"{c}"' for c in expected_cols)
+    failed = False
+
+    if "duckdb" in engines:
+        # Through its Delta connector, from the S3 server itself.
+        scan = f"delta_scan('s3://{bucket}/{prefix}/{table}'"
+        lake_sql = f"SELECT {col_list} FROM {scan})"
+        truth_sql = f"SELECT {col_list} FROM {truth}"
+        files = con.execute(f"SELECT count(DISTINCT filename) FROM {scan}, filename = true)").fetchone()[0]
+        missing = con.execute(f"SELECT count(*) FROM ({truth_sql} EXCEPT ALL {lake_sql})").fetchone()[0]
+        extra = con.execute(f"SELECT count(*) FROM ({lake_sql} EXCEPT ALL {truth_sql})").fetchone()[0]
         rows = con.execute(f"SELECT count(*) FROM ({lake_sql})").fetchone()[0]
         dupes = 0
         if key:
             keys = ", ".join(f'"{k}"' for k in key)
             dupes = con.execute(f"SELECT count(*) FROM (SELECT {keys} FROM ({lake_sql}) GROUP BY ALL HAVING count(*) > 1)").fetchone()[0]
-        result["duckdb"] = {"rows": rows, "missing": missing, "extra": extra, "duplicate_keys": dupes, "files": len(files)}
+        result["duckdb"] = {"rows": rows, "missing": missing, "extra": extra, "duplicate_keys": dupes, "files": files}
         failed |= bool(missing or extra or dupes)
 
-        # Spark
+    if "spark" in engines:
+        table_dir = os.path.join(lake, table)
         files = spark_live_files(spark, table_dir)
-        truth_df = spark.read.parquet(expected_file).select(*expected_cols)
+        truth_df = spark.read.option("mergeSchema", "true").parquet(*expected_files).select(*expected_cols)
         if files:
             lake_df = spark.read.option("basePath", table_dir).option("mergeSchema", "true").parquet(*files).select(*expected_cols)
         else:
             lake_df = truth_df.limit(0)
-        missing = truth_df.exceptAll(lake_df).count()
-        extra = lake_df.exceptAll(truth_df).count()
-        rows = lake_df.count()
+        missing, extra, rows = multiset_difference(truth_df, lake_df)
         dupes = lake_df.groupBy(*key).count().where("count > 1").count() if key else 0
         result["spark"] = {"rows": rows, "missing": missing, "extra": extra, "duplicate_keys": dupes, "files": len(files)}
         failed |= bool(missing or extra or dupes)
-        print(json.dumps(result), flush=True)
-    spark.stop()
-    sys.exit(1 if failed else 0)
+    return result, failed
 
 
 if __name__ == "__main__":

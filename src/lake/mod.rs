@@ -77,6 +77,8 @@ pub struct TablePublished {
     pub version: u64,
     /// The warehouse commit sequence the table now includes.
     pub upto: i64,
+    /// 1, or more when another writer committed first and the publish ran again.
+    pub attempts: u32,
 }
 
 /// What a compaction did to one table.
@@ -183,6 +185,9 @@ impl Lake {
     ) -> Result<Option<TablePublished>, LakeError> {
         for attempt in 1..=MAX_ATTEMPTS {
             match self.try_publish_table(sink, table, app_id).await {
+                Ok(published) => {
+                    return Ok(published.map(|p| TablePublished { attempts: attempt, ..p }));
+                }
                 Err(LakeError::Conflict { table: name, message }) if attempt < MAX_ATTEMPTS => {
                     tracing::info!(
                         message = "Another writer committed to the lake table; publishing again.",
@@ -300,6 +305,7 @@ impl Lake {
             files_removed,
             version,
             upto: changes.upto,
+            attempts: 1,
         }))
     }
 
