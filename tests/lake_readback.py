@@ -2,7 +2,9 @@
 
 Usage: lake_readback.py ENDPOINT BUCKET PREFIX EXPECTED_DIRS WORK_DIR
 
-ENDPOINT/BUCKET/PREFIX name the lake on an S3-compatible server; EXPECTED_DIRS
+ENDPOINT/BUCKET/PREFIX name the lake on an S3-compatible server, or on
+Azurite when ENDPOINT is "azure:<connection string>" (BUCKET is then the
+container, and only DuckDB reads); EXPECTED_DIRS
 (comma-separated) each hold <table>/rows.parquet per table, exported from a
 DuckDB warehouse: the ground truth is all of them together (several
 warehouses publish into one lake). LAKE_KEYS maps each table to its key;
@@ -30,6 +32,7 @@ key seen twice.
 
 import json
 import os
+import re
 import sys
 
 import boto3
@@ -64,21 +67,33 @@ def log_versions(table_dir):
 
 
 def duckdb_with_delta(endpoint):
-    """A DuckDB connection whose `delta_scan` reads the lake on the S3 server."""
+    """A DuckDB connection whose `delta_scan` reads the lake on the server at
+    `endpoint`, and the URL scheme of that server's lakes."""
     from duckdb_extensions import import_extension
 
-    for extension in ("httpfs", "delta"):
+    azure = endpoint.startswith("azure:")
+    store = "azure" if azure else "httpfs"
+    for extension in (store, "delta"):
         import_extension(extension)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    con.execute("LOAD httpfs")
+    con.execute(f"LOAD {store}")
     con.execute("LOAD delta")
+    if azure:
+        connection_string = endpoint.split(":", 1)[1]
+        # The delta extension hands Azurite's account to delta-kernel, whose
+        # object store finds the emulator here (else at port 10000), not in
+        # the connection string that DuckDB's own azure reads use.
+        blob_endpoint = re.search(r"BlobEndpoint=(https?://[^/;]+)", connection_string).group(1)
+        os.environ["AZURITE_BLOB_STORAGE_URL"] = blob_endpoint
+        con.execute(f"CREATE SECRET lake (TYPE azure, CONNECTION_STRING '{connection_string}')")
+        return con, "az"
     host = endpoint.split("://", 1)[1]
     con.execute(
         f"""CREATE SECRET lake (TYPE s3, PROVIDER config, KEY_ID 'test', SECRET 'test',
             REGION 'us-east-1', ENDPOINT '{host}', URL_STYLE 'path', USE_SSL false)"""
     )
-    return con
+    return con, "s3"
 
 
 def spark_live_files(spark, table_dir):
@@ -125,12 +140,12 @@ def main():
         tables = [t for t in tables if t in os.environ["LAKE_TABLES"].split(",")]
     lake = os.path.join(work, "lake")
     spark = start_spark(lake, endpoint, bucket, prefix) if "spark" in engines else None
-    con = duckdb_with_delta(endpoint)
+    con, scheme = duckdb_with_delta(endpoint)
     failed = False
     for table in tables:
         expected_files = [os.path.join(d, table, "rows.parquet") for d in expected_dirs]
         expected_files = [f for f in expected_files if os.path.exists(f)]
-        result, table_failed = compare(con, spark, engines, table, expected_files, lake, bucket, prefix)
+        result, table_failed = compare(con, spark, engines, table, expected_files, lake, f"{scheme}://{bucket}/{prefix}")
         failed |= table_failed
         print(json.dumps(result), flush=True)
     if spark is not None:
@@ -158,14 +173,14 @@ def start_spark(lake, endpoint, bucket, prefix):
     return spark
 
 
-def compare(con, spark, engines, table, expected_files, lake, bucket, prefix):
+def compare(con, spark, engines, table, expected_files, lake, lake_url):
     """One table's result line, and whether any engine disagreed."""
     key = KEYS[table]
     listed = ", ".join(f"'{f}'" for f in expected_files)
     truth = f"read_parquet([{listed}], union_by_name = true)"
     expected_rows = con.execute(f"SELECT count(*) FROM {truth}").fetchone()[0]
     result = {"table": table, "warehouse_rows": expected_rows}
-    if con.execute(f"SELECT count(*) FROM glob('s3://{bucket}/{prefix}/{table}/_delta_log/*.json')").fetchone()[0] == 0:
+    if con.execute(f"SELECT count(*) FROM glob('{lake_url}/{table}/_delta_log/*.json')").fetchone()[0] == 0:
         result["error"] = "no lake table"
         return result, expected_rows > 0
     expected_cols = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {truth}").fetchall()]
@@ -173,8 +188,8 @@ def compare(con, spark, engines, table, expected_files, lake, bucket, prefix):
     failed = False
 
     if "duckdb" in engines:
-        # Through its Delta connector, from the S3 server itself.
-        scan = f"delta_scan('s3://{bucket}/{prefix}/{table}'"
+        # Through its Delta connector, from the object store itself.
+        scan = f"delta_scan('{lake_url}/{table}'"
         lake_sql = f"SELECT {col_list} FROM {scan})"
         truth_sql = f"SELECT {col_list} FROM {truth}"
         files = con.execute(f"SELECT count(DISTINCT filename) FROM {scan}, filename = true)").fetchone()[0]
