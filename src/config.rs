@@ -103,10 +103,26 @@ pub struct WarehouseConfig {
     /// many read). 0 keeps it open for as long as fdsync runs.
     #[serde(default = "default_release_ms")]
     pub release_when_idle_ms: u64,
+    /// DuckDB's memory limit for the writer, in MiB: beyond it DuckDB spills
+    /// to a temp folder beside the database instead of growing.
+    #[serde(default = "default_memory_limit_mb")]
+    pub memory_limit_mb: u64,
+    /// DuckDB's worker threads for the writer. Its statements are small
+    /// merges, for which one thread is faster than several (BENCHMARKS.md).
+    #[serde(default = "default_duckdb_threads")]
+    pub duckdb_threads: u64,
 }
 
 fn default_release_ms() -> u64 {
     1000
+}
+
+fn default_memory_limit_mb() -> u64 {
+    crate::sink::duckdb::Settings::default().memory_limit_mb
+}
+
+fn default_duckdb_threads() -> u64 {
+    crate::sink::duckdb::Settings::default().threads
 }
 
 /// `[daemon]`: what `fdsync daemon` runs beside the schedules.

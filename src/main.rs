@@ -227,11 +227,6 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "25,100")]
         companies: Vec<usize>,
     },
-    /// News lag in daemon mode: from an item's arrival in the emulator to its
-    /// row committed by the live stream, p50 and p99, against a bare SSE
-    /// reader of the same stream in the same run.
-    ///
-    /// Example: fdsync bench news-lag --items 1000
     /// Publishing a news backfill to the lake (a local folder) against
     /// DuckDB's own COPY ... TO Parquet of the same rows: rows per second and
     /// peak memory of each, in separate processes, at several sizes.
@@ -242,6 +237,25 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "100000,300000,1000000")]
         rows: Vec<u64>,
     },
+    /// Ingest throughput: a news backfill from the emulator (unthrottled, in
+    /// its own process) to committed DuckDB rows, against a baseline that only
+    /// parses the same pages and appends them with a plain Appender; with
+    /// fdsync's peak memory. Each side runs in a fresh process.
+    ///
+    /// Example: fdsync bench ingest --news 100000,300000,1000000
+    Ingest {
+        /// News items per run, comma-separated (the backfill horizon that holds them).
+        #[arg(long, value_delimiter = ',', default_value = "100000,300000,1000000")]
+        news: Vec<u64>,
+    },
+    /// One side of `bench ingest`, in its own process (prints a JSON report).
+    #[command(hide = true)]
+    IngestChild {
+        mode: String,
+        base_url: String,
+        warehouse: PathBuf,
+        items: u64,
+    },
     /// One side of `bench lake`, in its own process (prints a JSON report).
     #[command(hide = true)]
     LakeChild {
@@ -249,6 +263,11 @@ enum BenchCommand {
         warehouse: PathBuf,
         target: PathBuf,
     },
+    /// News lag in daemon mode: from an item's arrival in the emulator to its
+    /// row committed by the live stream, p50 and p99, against a bare SSE
+    /// reader of the same stream in the same run.
+    ///
+    /// Example: fdsync bench news-lag --items 1000
     NewsLag {
         /// Arrivals to measure.
         #[arg(long, default_value_t = 1000)]
@@ -555,6 +574,22 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
             target,
         }) => {
             let report = fdsync::bench::lake_child(&mode, &warehouse, &target).await?;
+            serde_json::to_writer(std::io::stdout(), &report).map_err(|e| SyncError::Other(e.to_string()))?;
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Ingest { news }) => fdsync::bench::ingest(&news, &mut std::io::stdout()).await,
+        Command::Bench(BenchCommand::IngestChild {
+            mode,
+            base_url,
+            warehouse,
+            items,
+        }) => {
+            let config = Config::load(&cli.config)?;
+            let report = match mode.as_str() {
+                "fdsync" => fdsync::bench::ingest_child_fdsync(&config, &base_url, &warehouse, items).await?,
+                "baseline" => fdsync::bench::ingest_child_baseline(&config, &base_url, &warehouse, items).await?,
+                other => return Err(SyncError::Other(format!("unknown ingest bench side {other}"))),
+            };
             serde_json::to_writer(std::io::stdout(), &report).map_err(|e| SyncError::Other(e.to_string()))?;
             Ok(())
         }

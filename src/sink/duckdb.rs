@@ -15,7 +15,39 @@ use crate::tables::{self, ColType, LoadRule, TABLES, TableDef};
 pub struct DuckDbSink {
     conn: Connection,
     path: PathBuf,
+    /// Each table's merge statements, built once: their text never changes
+    /// (the commit number is a parameter), so DuckDB's prepared statements
+    /// are reused and skip parsing, binding and planning, which took most of
+    /// a small commit's time (BENCHMARKS.md, ingest).
+    merges: HashMap<&'static str, Merge>,
 }
+
+/// The writer connection's DuckDB settings (`[warehouse]`).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub memory_limit_mb: u64,
+    pub threads: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            memory_limit_mb: 256,
+            threads: 1,
+        }
+    }
+}
+
+/// One table's statements for loading its staging table.
+struct Merge {
+    /// Created in this connection (temp tables live as long as it).
+    stage_created: bool,
+    /// Run in order with the commit number as their one parameter.
+    statements: Vec<String>,
+}
+
+/// Prepared statements kept per connection: a few per table.
+const STATEMENT_CACHE: usize = 256;
 
 /// Quotes an identifier: several contract names (`at`, `date`, `type`) are keywords.
 pub fn ident(name: &str) -> String {
@@ -105,7 +137,7 @@ impl DuckDbSink {
     /// # Errors
     /// When the directory or file cannot be created or opened, or the schema
     /// cannot be created.
-    pub fn open(path: &Path) -> Result<DuckDbSink, SinkError> {
+    pub fn open(path: &Path, settings: &Settings) -> Result<DuckDbSink, SinkError> {
         let open_err = |message: String| SinkError::Open {
             path: path.to_owned(),
             message,
@@ -113,7 +145,7 @@ impl DuckDbSink {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| open_err(format!("creating {}: {e}", dir.display())))?;
         }
-        let sink = Self::reopen(path)?;
+        let sink = Self::reopen(path, settings)?;
         sink.create_schema()?;
         Ok(sink)
     }
@@ -122,14 +154,25 @@ impl DuckDbSink {
     ///
     /// # Errors
     /// When the file cannot be opened; a file held by another process is named as such.
-    pub fn reopen(path: &Path) -> Result<DuckDbSink, SinkError> {
+    pub fn reopen(path: &Path, settings: &Settings) -> Result<DuckDbSink, SinkError> {
         let conn = Connection::open(path).map_err(|e| SinkError::Open {
             path: path.to_owned(),
             message: explain_open_error(&e.to_string()),
         })?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        conn.execute_batch(&format!(
+            "SET memory_limit = '{}MiB'; SET threads = {};",
+            settings.memory_limit_mb.max(16),
+            settings.threads.max(1)
+        ))
+        .map_err(|e| SinkError::Open {
+            path: path.to_owned(),
+            message: format!("setting the memory limit and threads: {e}"),
+        })?;
         Ok(DuckDbSink {
             conn,
             path: path.to_owned(),
+            merges: HashMap::new(),
         })
     }
 
@@ -212,6 +255,10 @@ impl DuckDbSink {
             }
             Err(e) => {
                 let _ = self.conn.execute_batch("ROLLBACK");
+                // A staging table created in this transaction is gone with it.
+                for merge in self.merges.values_mut() {
+                    merge.stage_created = false;
+                }
                 Err(e)
             }
         }
@@ -219,7 +266,8 @@ impl DuckDbSink {
 
     fn next_commit_seq(&self) -> Result<i64, SinkError> {
         self.conn
-            .query_row("SELECT nextval('_sync_commit_seq')", [], |r| r.get(0))
+            .prepare_cached("SELECT nextval('_sync_commit_seq')")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
             .map_err(sql_err(REPLACED_LOG, "numbering the commit"))
     }
 
@@ -270,19 +318,34 @@ impl DuckDbSink {
         seq: i64,
     ) -> Result<u64, SinkError> {
         let stage = staging(table);
-        let stage_cols: Vec<String> = table
-            .all_columns()
-            .map(|c| {
-                let ty = if c.ty == ColType::Json { "VARCHAR" } else { c.ty.sql() };
-                format!("{} {ty}", ident(c.name))
-            })
-            .collect();
+        if !self.merges.contains_key(table.name) {
+            let merge = Merge {
+                stage_created: false,
+                statements: merge_statements(table),
+            };
+            self.merges.insert(table.name, merge);
+        }
+        let merge = self.merges.get_mut(table.name).expect("inserted above");
+        if !merge.stage_created {
+            let stage_cols: Vec<String> = table
+                .all_columns()
+                .map(|c| {
+                    let ty = if c.ty == ColType::Json { "VARCHAR" } else { c.ty.sql() };
+                    format!("{} {ty}", ident(c.name))
+                })
+                .collect();
+            self.conn
+                .execute_batch(&format!(
+                    "CREATE TEMP TABLE IF NOT EXISTS {stage} ({})",
+                    stage_cols.join(", ")
+                ))
+                .map_err(sql_err(table.name, "preparing the staging table"))?;
+            merge.stage_created = true;
+        }
         self.conn
-            .execute_batch(&format!(
-                "CREATE TEMP TABLE IF NOT EXISTS {stage} ({}); DELETE FROM {stage};",
-                stage_cols.join(", ")
-            ))
-            .map_err(sql_err(table.name, "preparing the staging table"))?;
+            .prepare_cached(&format!("DELETE FROM {stage}"))
+            .and_then(|mut s| s.execute([]))
+            .map_err(sql_err(table.name, "emptying the staging table"))?;
         {
             let mut appender = self
                 .conn
@@ -293,151 +356,40 @@ impl DuckDbSink {
                 .map_err(sql_err(table.name, "appending the batch"))?;
             appender.flush().map_err(sql_err(table.name, "flushing the appender"))?;
         }
-        let target = ident(table.name);
-        let cols: Vec<String> = table.all_columns().map(|c| ident(c.name)).collect();
-        let col_list = format!("{}, {COMMIT_SEQ}", cols.join(", "));
-        let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
-        let s_cols = format!("{}, {seq}", s_cols.join(", "));
-        let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
-        let key_eq = |a: &str, b: &str, key: &[String]| -> String {
-            let on: Vec<String> = key.iter().map(|k| format!("{a}.{k} = {b}.{k}")).collect();
-            on.join(" AND ")
-        };
-        // The last staged row of each key wins: a page may carry a record twice.
-        let newest_staged = |by: &[String]| {
-            format!(
-                "SELECT * FROM {stage} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY rowid DESC) = 1",
-                by.join(", ")
-            )
-        };
-        let own_values_equal = |a: &str, b: &str| -> Vec<String> {
-            table
-                .columns
-                .iter()
-                .filter(|c| !table.key.contains(&c.name))
-                .map(|c| {
-                    let n = ident(c.name);
-                    format!("{a}.{n} IS NOT DISTINCT FROM {b}.{n}")
-                })
-                .collect()
-        };
-        let sql = match table.load {
-            LoadRule::Append if key.is_empty() => {
-                format!("INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM {stage} s")
-            }
-            LoadRule::Append | LoadRule::InsertOnce => format!(
-                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ANTI JOIN {target} t ON {}",
-                newest_staged(&key),
-                key_eq("t", "s", &key)
-            ),
-            LoadRule::History => {
-                let on = key_eq("t", "s", &key);
-                let distinct = newest_staged(&key);
-                // Seen again: only the last sighting moves.
-                self.conn
-                    .execute(
-                        &format!(
-                            "UPDATE {target} t SET last_seen_at = s.last_seen_at, {COMMIT_SEQ} = {seq} \
-                             FROM ({distinct}) s WHERE {on} AND s.last_seen_at > t.last_seen_at"
-                        ),
-                        [],
-                    )
-                    .map_err(sql_err(table.name, "touching rows seen again"))?;
-                format!(
-                    "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({distinct}) s ANTI JOIN {target} t ON {on}"
+        if table.load == LoadRule::Replace && !partitions.is_empty() {
+            let target = ident(table.name);
+            let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
+            let on: Vec<String> = key.iter().map(|k| format!("t.{k} = s.{k}")).collect();
+            let part = &key[0];
+            self.conn
+                .execute(
+                    &format!(
+                        "DELETE FROM {target} t WHERE t.{part} IN ({}) \
+                         AND NOT EXISTS (SELECT 1 FROM {stage} s WHERE {})",
+                        string_list(partitions),
+                        on.join(" AND ")
+                    ),
+                    [],
                 )
+                .map_err(sql_err(table.name, "removing rows the service no longer serves"))?;
+            let mut log = self
+                .conn
+                .prepare_cached(&format!("INSERT INTO {REPLACED_LOG} VALUES (?, ?, ?)"))
+                .map_err(sql_err(table.name, "logging the replaced partitions"))?;
+            for partition in partitions {
+                log.execute(duckdb::params![seq, table.name, partition.as_str()])
+                    .map_err(sql_err(table.name, "logging the replaced partitions"))?;
             }
-            LoadRule::AppendOnChange => {
-                let (part, order) = key.split_at(key.len() - 1);
-                let order = &order[0];
-                let unchanged = own_values_equal("t", "s");
-                format!(
-                    "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s \
-                     LEFT JOIN (SELECT * FROM {target} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY {order} DESC) = 1) t \
-                     ON {} WHERE (t.{} IS NULL OR NOT ({})) \
-                     AND NOT EXISTS (SELECT 1 FROM {target} k WHERE {})",
-                    newest_staged(part),
-                    part.join(", "),
-                    key_eq("t", "s", part),
-                    part[0],
-                    unchanged.join(" AND "),
-                    key_eq("k", "s", &key)
-                )
-            }
-            LoadRule::Upsert | LoadRule::Replace => {
-                if table.load == LoadRule::Replace && !partitions.is_empty() {
-                    let part = &key[0];
-                    self.conn
-                        .execute(
-                            &format!(
-                                "DELETE FROM {target} t WHERE t.{part} IN ({}) \
-                                 AND NOT EXISTS (SELECT 1 FROM {stage} s WHERE {})",
-                                string_list(partitions),
-                                key_eq("t", "s", &key)
-                            ),
-                            [],
-                        )
-                        .map_err(sql_err(table.name, "removing rows the service no longer serves"))?;
-                    let mut log = self
-                        .conn
-                        .prepare(&format!("INSERT INTO {REPLACED_LOG} VALUES ({seq}, ?, ?)"))
-                        .map_err(sql_err(table.name, "logging the replaced partitions"))?;
-                    for partition in partitions {
-                        log.execute([table.name, partition.as_str()])
-                            .map_err(sql_err(table.name, "logging the replaced partitions"))?;
-                    }
-                }
-                // The staged row, with stored values kept where the new one is NULL
-                // (`keep_stored`), and dropped when older than the stored version.
-                let merged_cols: Vec<String> = cols
-                    .iter()
-                    .zip(table.all_columns())
-                    .map(|(q, c)| {
-                        if table.keep_stored.contains(&c.name) {
-                            format!("COALESCE(s.{q}, t.{q}) AS {q}")
-                        } else {
-                            format!("s.{q}")
-                        }
-                    })
-                    .collect();
-                let not_older = match table.newer_by {
-                    Some(v) => {
-                        let v = ident(v);
-                        format!("WHERE t.{} IS NULL OR s.{v} >= t.{v}", key[0])
-                    }
-                    None => String::new(),
-                };
-                let merged = format!(
-                    "SELECT {} FROM ({}) s LEFT JOIN {target} t ON {} {not_older}",
-                    merged_cols.join(", "),
-                    newest_staged(&key),
-                    key_eq("t", "s", &key)
-                );
-                let mut same = vec![key_eq("t", "s", &key)];
-                if table.lineage {
-                    // A row whose content is unchanged is not rewritten: its lineage
-                    // (_run_id, _fetched_at) keeps saying when it really arrived.
-                    same.extend(own_values_equal("t", "s"));
-                    // Tables fed by several routes compare content only: each route
-                    // serves the same record in its own envelope.
-                    if table.keep_stored.is_empty() {
-                        same.push("t.raw::VARCHAR IS NOT DISTINCT FROM s.raw".into());
-                    }
-                } else {
-                    // Bookkeeping rows (checkpoints, runs) always take the newest values.
-                    same.push("false".into());
-                }
-                format!(
-                    "INSERT OR REPLACE INTO {target} ({col_list}) SELECT {s_cols} FROM ({merged}) s ANTI JOIN {target} t ON {}",
-                    same.join(" AND ")
-                )
-            }
-        };
+        }
         let merge_started = std::time::Instant::now();
-        let written = self
-            .conn
-            .execute(&sql, [])
-            .map_err(sql_err(table.name, "merging the staged rows"))?;
+        let mut written = 0;
+        for sql in &self.merges[table.name].statements {
+            written = self
+                .conn
+                .prepare_cached(sql)
+                .and_then(|mut s| s.execute([seq]))
+                .map_err(sql_err(table.name, "merging the staged rows"))?;
+        }
         tracing::trace!(
             message = "Loaded.",
             table = table.name,
@@ -466,4 +418,130 @@ impl DuckDbSink {
         rows.collect::<Result<_, _>>()
             .map_err(sql_err("_sync_checkpoints", "reading checkpoints"))
     }
+}
+
+/// The commit number in a merge statement: its one parameter.
+const SEQ_PARAM: &str = "CAST($1 AS BIGINT)";
+
+/// The statements that load `table`'s staging table into it by its load rule,
+/// in order; each takes the commit number as its one parameter, and the last
+/// one's count is the rows written.
+fn merge_statements(table: &TableDef) -> Vec<String> {
+    let stage = staging(table);
+    let target = ident(table.name);
+    let cols: Vec<String> = table.all_columns().map(|c| ident(c.name)).collect();
+    let col_list = format!("{}, {COMMIT_SEQ}", cols.join(", "));
+    let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
+    let s_cols = format!("{}, {SEQ_PARAM}", s_cols.join(", "));
+    let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
+    let key_eq = |a: &str, b: &str, key: &[String]| -> String {
+        let on: Vec<String> = key.iter().map(|k| format!("{a}.{k} = {b}.{k}")).collect();
+        on.join(" AND ")
+    };
+    // The last staged row of each key wins: a page may carry a record twice.
+    let newest_staged = |by: &[String]| {
+        format!(
+            "SELECT * FROM {stage} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY rowid DESC) = 1",
+            by.join(", ")
+        )
+    };
+    let own_values_equal = |a: &str, b: &str| -> Vec<String> {
+        table
+            .columns
+            .iter()
+            .filter(|c| !table.key.contains(&c.name))
+            .map(|c| {
+                let n = ident(c.name);
+                format!("{a}.{n} IS NOT DISTINCT FROM {b}.{n}")
+            })
+            .collect()
+    };
+    let mut statements = Vec::new();
+    let last = match table.load {
+        LoadRule::Append if key.is_empty() => {
+            format!("INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM {stage} s")
+        }
+        LoadRule::Append | LoadRule::InsertOnce => format!(
+            "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ANTI JOIN {target} t ON {}",
+            newest_staged(&key),
+            key_eq("t", "s", &key)
+        ),
+        LoadRule::History => {
+            let on = key_eq("t", "s", &key);
+            let distinct = newest_staged(&key);
+            // Seen again: only the last sighting moves.
+            statements.push(format!(
+                "UPDATE {target} t SET last_seen_at = s.last_seen_at, {COMMIT_SEQ} = {SEQ_PARAM} \
+                 FROM ({distinct}) s WHERE {on} AND s.last_seen_at > t.last_seen_at"
+            ));
+            format!(
+                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({distinct}) s ANTI JOIN {target} t ON {on}"
+            )
+        }
+        LoadRule::AppendOnChange => {
+            let (part, order) = key.split_at(key.len() - 1);
+            let order = &order[0];
+            let unchanged = own_values_equal("t", "s");
+            format!(
+                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s \
+                 LEFT JOIN (SELECT * FROM {target} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY {order} DESC) = 1) t \
+                 ON {} WHERE (t.{} IS NULL OR NOT ({})) \
+                 AND NOT EXISTS (SELECT 1 FROM {target} k WHERE {})",
+                newest_staged(part),
+                part.join(", "),
+                key_eq("t", "s", part),
+                part[0],
+                unchanged.join(" AND "),
+                key_eq("k", "s", &key)
+            )
+        }
+        LoadRule::Upsert | LoadRule::Replace => {
+            // The staged row, with stored values kept where the new one is NULL
+            // (`keep_stored`), and dropped when older than the stored version.
+            let merged_cols: Vec<String> = cols
+                .iter()
+                .zip(table.all_columns())
+                .map(|(q, c)| {
+                    if table.keep_stored.contains(&c.name) {
+                        format!("COALESCE(s.{q}, t.{q}) AS {q}")
+                    } else {
+                        format!("s.{q}")
+                    }
+                })
+                .collect();
+            let not_older = match table.newer_by {
+                Some(v) => {
+                    let v = ident(v);
+                    format!("WHERE t.{} IS NULL OR s.{v} >= t.{v}", key[0])
+                }
+                None => String::new(),
+            };
+            let merged = format!(
+                "SELECT {} FROM ({}) s LEFT JOIN {target} t ON {} {not_older}",
+                merged_cols.join(", "),
+                newest_staged(&key),
+                key_eq("t", "s", &key)
+            );
+            let mut same = vec![key_eq("t", "s", &key)];
+            if table.lineage {
+                // A row whose content is unchanged is not rewritten: its lineage
+                // (_run_id, _fetched_at) keeps saying when it really arrived.
+                same.extend(own_values_equal("t", "s"));
+                // Tables fed by several routes compare content only: each route
+                // serves the same record in its own envelope.
+                if table.keep_stored.is_empty() {
+                    same.push("t.raw::VARCHAR IS NOT DISTINCT FROM s.raw".into());
+                }
+            } else {
+                // Bookkeeping rows (checkpoints, runs) always take the newest values.
+                same.push("false".into());
+            }
+            format!(
+                "INSERT OR REPLACE INTO {target} ({col_list}) SELECT {s_cols} FROM ({merged}) s ANTI JOIN {target} t ON {}",
+                same.join(" AND ")
+            )
+        }
+    };
+    statements.push(last);
+    statements
 }

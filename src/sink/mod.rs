@@ -70,6 +70,42 @@ impl TableBatch {
             partitions: Vec::new(),
         })
     }
+
+    /// One batch per table, in the order tables first appear, rows in their
+    /// order: a commit of several pages then merges each table once, since
+    /// DuckDB plans every statement anew and the planning, not the rows,
+    /// is most of a small merge's cost.
+    ///
+    /// # Errors
+    /// When two batches of one table differ in schema (a bug in a mapper).
+    pub fn coalesce(batches: Vec<TableBatch>) -> Result<Vec<TableBatch>, SinkError> {
+        let mut by_table: Vec<(TableBatch, Vec<RecordBatch>)> = Vec::new();
+        for b in batches {
+            match by_table.iter_mut().find(|(first, _)| first.table.name == b.table.name) {
+                Some((first, more)) => {
+                    first.partitions.extend(b.partitions);
+                    more.push(b.batch);
+                }
+                None => by_table.push((b, Vec::new())),
+            }
+        }
+        by_table
+            .into_iter()
+            .map(|(mut first, more)| {
+                if !more.is_empty() {
+                    let schema = first.batch.schema();
+                    let all = std::iter::once(&first.batch).chain(more.iter());
+                    first.batch = arrow::compute::concat_batches(&schema, all).map_err(|source| SinkError::Batch {
+                        table: first.table.name.into(),
+                        source,
+                    })?;
+                    first.partitions.sort();
+                    first.partitions.dedup();
+                }
+                Ok(first)
+            })
+            .collect()
+    }
 }
 
 /// A pipeline's position in one partition (a company, a feed), saved with its rows.
@@ -121,6 +157,7 @@ pub struct SinkOptions {
     pub release_when_idle: Option<Duration>,
     /// How long a job waits for a reader to let go of the file before failing.
     pub reopen_wait: Duration,
+    pub duckdb: duckdb::Settings,
 }
 
 impl SinkOptions {
@@ -130,6 +167,10 @@ impl SinkOptions {
             holder: holder.to_owned(),
             release_when_idle: (warehouse.release_when_idle_ms > 0)
                 .then(|| Duration::from_millis(warehouse.release_when_idle_ms)),
+            duckdb: duckdb::Settings {
+                memory_limit_mb: warehouse.memory_limit_mb,
+                threads: warehouse.duckdb_threads,
+            },
             ..SinkOptions::default()
         }
     }
@@ -141,6 +182,7 @@ impl Default for SinkOptions {
             holder: "fdsync".into(),
             release_when_idle: Some(Duration::from_secs(1)),
             reopen_wait: Duration::from_secs(60),
+            duckdb: duckdb::Settings::default(),
         }
     }
 }
@@ -177,7 +219,7 @@ impl SinkHandle {
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
             .name("fdsync-duckdb".into())
-            .spawn(move || match DuckDbSink::open(&path) {
+            .spawn(move || match DuckDbSink::open(&path, &options.duckdb) {
                 Ok(sink) => {
                     let _ = ready_tx.send(Ok(()));
                     serve(sink, claim, &path, &options, &inbox);
@@ -252,7 +294,7 @@ fn serve(
         match message {
             Message::Job(job) => {
                 if open.is_none() {
-                    match reopen(path, options.reopen_wait) {
+                    match reopen(path, options) {
                         Ok(sink) => open = Some(sink),
                         Err(e) => {
                             job(Err(e));
@@ -274,11 +316,12 @@ fn serve(
 }
 
 /// Opens the file again after an idle release, waiting while a reader has it.
-fn reopen(path: &std::path::Path, wait: Duration) -> Result<DuckDbSink, SinkError> {
+fn reopen(path: &std::path::Path, options: &SinkOptions) -> Result<DuckDbSink, SinkError> {
+    let wait = options.reopen_wait;
     let started = Instant::now();
     let mut warned = false;
     loop {
-        let message = match DuckDbSink::reopen(path) {
+        let message = match DuckDbSink::reopen(path, &options.duckdb) {
             Ok(sink) => return Ok(sink),
             Err(SinkError::Open { message, .. }) => message,
             Err(e) => e.to_string(),

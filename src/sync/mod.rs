@@ -449,6 +449,33 @@ impl Syncer {
         Ok(())
     }
 
+    /// Commits several pages' rows as one transaction, each table merged once,
+    /// with `checkpoint` (the position after the last page).
+    async fn commit_group(
+        &self,
+        run_id: &str,
+        pages: Vec<Rows>,
+        checkpoint: Checkpoint,
+        progress: &mut Progress,
+    ) -> Result<(), SinkError> {
+        let mut batches = Vec::new();
+        for rows in pages {
+            progress.quarantined += rows.quarantined.len() as u64;
+            batches.extend(rows.into_batches()?);
+        }
+        let mut batches = TableBatch::coalesce(batches)?;
+        batches.extend(self.bookkeeping(run_id)?);
+        let stats = self
+            .sink
+            .commit(Commit {
+                batches,
+                checkpoints: vec![checkpoint],
+            })
+            .await?;
+        progress.rows_written += stats.rows_written;
+        Ok(())
+    }
+
     async fn run_pipeline(
         &self,
         pipeline: &Pipeline,

@@ -15,6 +15,11 @@ use crate::sink::{Checkpoint, StoredCheckpoint};
 use crate::upstream::{Access, UpstreamError, encode};
 use crate::wire;
 
+/// Backfill pages committed in one transaction at most: enough to spread a
+/// commit's fixed cost, few enough that a crash re-reads little and memory
+/// stays bounded (about 1 MB of rows a page).
+const BACKFILL_GROUP: usize = 10;
+
 /// Where one tape stands, saved as the checkpoint's cursor (JSON).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub(super) struct TapeCursor {
@@ -163,16 +168,82 @@ impl Syncer {
                 break;
             }
         }
-        // Back: `before` pages down to the horizon fixed at the first sync.
-        while let Some(before) = cursor.before.clone() {
-            let route = format!("{}?before={}&limit={limit}{filters}", tape.route, encode(&before));
-            let (page, oldest) = self.news_page(tape, run_id, &route, progress).await?;
-            let Some(page) = page else { return Ok(()) };
-            let horizon = cursor.horizon.unwrap_or(DateTime::<Utc>::MIN_UTC);
-            cursor.before = backfill_continues(&page, oldest, horizon);
-            self.commit_news(tape, run_id, page.rows, &cursor, progress).await?;
-        }
-        Ok(())
+        self.backfill(tape, run_id, cursor, &filters, progress).await
+    }
+
+    /// Back: `before` pages down to the horizon fixed at the first sync.
+    ///
+    /// Fetching and committing overlap: the next page is requested while the
+    /// warehouse commits the last ones, and the pages that arrived meanwhile
+    /// commit together in one transaction (at most [`BACKFILL_GROUP`] pages),
+    /// each group with the cursor that follows its last page. A crash loses
+    /// at most the pages of the group in flight, read again on resume.
+    async fn backfill(
+        &self,
+        tape: &Tape<'_>,
+        run_id: &str,
+        mut cursor: TapeCursor,
+        filters: &str,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let limit = tape.pipeline.params.page_limit.unwrap_or(200);
+        let horizon = cursor.horizon.unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let (pages_tx, pages_rx) =
+            tokio::sync::mpsc::channel::<Result<(Rows, Option<String>), SyncError>>(BACKFILL_GROUP);
+        let mut fetch_problems = Progress::default();
+        let mut before = cursor.before.clone();
+        let fetch = async {
+            let pages_tx = pages_tx;
+            while let Some(from) = before.take() {
+                let route = format!("{}?before={}&limit={limit}{filters}", tape.route, encode(&from));
+                let fetched = match self.news_page(tape, run_id, &route, &mut fetch_problems).await {
+                    Ok((Some(page), oldest)) => {
+                        before = backfill_continues(&page, oldest, horizon);
+                        Ok((page.rows, before.clone()))
+                    }
+                    Ok((None, _)) => break,
+                    Err(e) => Err(e),
+                };
+                let failed = fetched.is_err();
+                if pages_tx.send(fetched).await.is_err() || failed {
+                    break;
+                }
+            }
+        };
+        // Owns the receiver: a failed commit drops it, which stops the fetching.
+        let commit = async {
+            let mut pages_rx = pages_rx;
+            while let Some(first) = pages_rx.recv().await {
+                let mut group = Vec::new();
+                let mut failure = None;
+                for page in std::iter::once(first).chain(std::iter::from_fn(|| pages_rx.try_recv().ok())) {
+                    match page {
+                        Ok((rows, next)) => {
+                            group.push(rows);
+                            cursor.before = next;
+                        }
+                        Err(e) => {
+                            failure = Some(e);
+                            break;
+                        }
+                    }
+                    if group.len() >= BACKFILL_GROUP {
+                        break;
+                    }
+                }
+                if !group.is_empty() {
+                    let checkpoint = cursor.checkpoint(&tape.pipeline.name, &tape.partition);
+                    self.commit_group(run_id, group, checkpoint, progress).await?;
+                }
+                if let Some(e) = failure {
+                    return Err(e);
+                }
+            }
+            Ok(())
+        };
+        let ((), committed) = tokio::join!(fetch, commit);
+        progress.problems.append(&mut fetch_problems.problems);
+        committed
     }
 
     /// Fetches and maps one feed page; `None` when the company is unknown (404, noted).

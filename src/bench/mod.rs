@@ -10,6 +10,11 @@ use std::time::Instant;
 
 use crate::sync::SyncError;
 
+mod ingest;
+pub use ingest::{
+    IngestChildReport, child_baseline as ingest_child_baseline, child_fdsync as ingest_child_fdsync, ingest,
+};
+
 const BENCH_KEY: &str = "pk_live_bench_unlimited_0001";
 /// A Wednesday evening: the news tape then holds a little over a million items.
 const BENCH_START: &str = "2026-11-25T23:00:00Z";
@@ -299,6 +304,24 @@ pub async fn count_requests(config: &crate::config::Config, universe: Vec<String
         incremental: by_pipeline(&runs[1], false),
         throttled: stats.rate_limited + stats.quota_exceeded,
     })
+}
+
+/// Runs `fdsync bench <bench>-child <mode> <args>` (this binary, in its own
+/// process so that its peak memory is its own) and reads its JSON report.
+fn child_report<T: serde::de::DeserializeOwned>(
+    bench: &str,
+    mode: &str,
+    args: impl IntoIterator<Item = impl AsRef<std::ffi::OsStr>>,
+) -> Result<T, SyncError> {
+    let output = Command::new(std::env::current_exe()?)
+        .args(["--quiet", "bench", &format!("{bench}-child"), mode])
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()?;
+    if !output.status.success() {
+        return Err(SyncError::Other(format!("the {mode} side of the {bench} bench failed")));
+    }
+    serde_json::from_slice(&output.stdout).map_err(|e| SyncError::Other(format!("the {mode} side's report: {e}")))
 }
 
 fn tempfile_dir() -> Result<std::path::PathBuf, SyncError> {
@@ -633,7 +656,6 @@ pub async fn lake(config: &crate::config::Config, sizes: &[u64], out: &mut impl 
         out,
         "| rows | COPY TO rows/s | lake rows/s | lake / COPY time | COPY peak MiB | lake peak MiB |\n|---|---|---|---|---|---|"
     )?;
-    let exe = std::env::current_exe()?;
     for &rows in sizes {
         let dir = tempfile_dir()?.join(format!("lake-{rows}"));
         let _ = std::fs::remove_dir_all(&dir);
@@ -641,17 +663,7 @@ pub async fn lake(config: &crate::config::Config, sizes: &[u64], out: &mut impl 
         let warehouse = dir.join("bench.duckdb");
         lake_warehouse(config, &warehouse, rows).await?;
         let side = |mode: &str, target: std::path::PathBuf| -> Result<LakeChildReport, SyncError> {
-            let output = Command::new(&exe)
-                .args(["--quiet", "bench", "lake-child", mode])
-                .arg(&warehouse)
-                .arg(&target)
-                .stderr(Stdio::inherit())
-                .output()?;
-            if !output.status.success() {
-                return Err(SyncError::Other(format!("the {mode} side of the lake bench failed")));
-            }
-            serde_json::from_slice(&output.stdout)
-                .map_err(|e| SyncError::Other(format!("the {mode} side's report: {e}")))
+            child_report("lake", mode, [warehouse.as_os_str(), target.as_os_str()])
         };
         let copy = side("copy", dir.join("copy.parquet"))?;
         let publish = side("publish", dir.join("lake"))?;

@@ -1,0 +1,286 @@
+//! `fdsync bench ingest`: the news backfill from the emulator's JSON to
+//! committed DuckDB rows, against a baseline that only parses the same bytes
+//! and appends them with a plain Appender.
+//!
+//! Each side runs in its own process of this binary, so that its peak memory
+//! is its own; both read the same pages from the same emulator process.
+
+use std::io::Write;
+use std::time::Instant;
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::{BENCH_KEY, BENCH_START, EmulatorProcess, child_report, memory_of, mib, tempfile_dir};
+use crate::sync::SyncError;
+use crate::wire;
+
+/// The tape's mean spacing (docs/emulator.md): one item every 45 seconds.
+const SECONDS_PER_ITEM: u64 = 45;
+const PAGE_LIMIT: u32 = 200;
+
+/// What one side of the bench did.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct IngestChildReport {
+    /// Items read from the feed (rows of `news_items`).
+    pub rows: u64,
+    pub requests: u64,
+    /// fdsync: the whole sync. Baseline: parsing and appending only.
+    pub seconds: f64,
+    /// Baseline only: fetching the pages before the timed part.
+    pub fetch_seconds: f64,
+    pub peak_kib: u64,
+}
+
+/// The backfill horizon that holds about `items` items of the tape.
+fn backfill_days(items: u64) -> u32 {
+    (items * SECONDS_PER_ITEM).div_ceil(86_400).max(1) as u32
+}
+
+fn bench_start() -> DateTime<Utc> {
+    BENCH_START.parse().expect("bench start time")
+}
+
+/// fdsync's news pipeline, as `sync --once` runs it, into a fresh warehouse.
+pub async fn child_fdsync(
+    config: &crate::config::Config,
+    base_url: &str,
+    warehouse: &std::path::Path,
+    items: u64,
+) -> Result<IngestChildReport, SyncError> {
+    use crate::clock::Clock;
+    use crate::config::ApiKey;
+    use crate::sink::{SinkHandle, SinkOptions};
+    use crate::upstream::Client;
+
+    let mut config = config.clone();
+    config.upstream.base_url = base_url.to_owned();
+    config.upstream.api_key_file = None;
+    config.warehouse.duckdb = warehouse.to_owned();
+    let mut pipelines = crate::pipeline::load_dir(&config.pipelines.dir, None)?;
+    pipelines.retain(|p| p.name == "news");
+    let news = pipelines
+        .first_mut()
+        .ok_or_else(|| SyncError::Other(format!("no news pipeline in {}", config.pipelines.dir.display())))?;
+    news.params.backfill_days = Some(backfill_days(items));
+    news.params.page_limit = Some(PAGE_LIMIT);
+    let clock = Clock::simulated(bench_start(), 0.0);
+    let key = ApiKey::parse(BENCH_KEY, "the bench key")?;
+    let client = Client::new(&config.upstream, Some(key), clock.clone())
+        .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
+    let sink = SinkHandle::open_duckdb_with(
+        warehouse.to_owned(),
+        SinkOptions::from_config(&config.warehouse, "fdsync bench ingest"),
+    )
+    .await?;
+    let syncer = crate::sync::Syncer {
+        config,
+        client,
+        sink: sink.clone(),
+        clock,
+    };
+    let started = Instant::now();
+    let (report, result) = syncer.run_once(&pipelines).await;
+    result?;
+    let seconds = started.elapsed().as_secs_f64();
+    let rows: i64 = sink
+        .call(|s| {
+            s.connection()
+                .query_row("SELECT count(*) FROM news_items", [], |r| r.get(0))
+        })
+        .await?
+        .map_err(|e| SyncError::Other(format!("counting rows: {e}")))?;
+    sink.close().await;
+    Ok(IngestChildReport {
+        rows: rows as u64,
+        requests: report.outcomes.iter().map(|o| o.requests).sum(),
+        seconds,
+        fetch_seconds: 0.0,
+        peak_kib: memory_of(std::process::id()).map_or(0, |m| m.peak_kib),
+    })
+}
+
+/// The baseline: the same pages fetched first (the same requests fdsync
+/// sends, gzip and all), then timed: each page parsed with serde into the wire
+/// types and every item appended row by row with DuckDB's Appender into a
+/// plain table of the same columns, committed once.
+pub async fn child_baseline(
+    config: &crate::config::Config,
+    base_url: &str,
+    warehouse: &std::path::Path,
+    items: u64,
+) -> Result<IngestChildReport, SyncError> {
+    let horizon = bench_start() - Duration::days(i64::from(backfill_days(items)));
+    let http = reqwest::Client::builder()
+        .build()
+        .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
+    let filters = config.news.query();
+    let fetch_started = Instant::now();
+    let mut pages: Vec<bytes::Bytes> = Vec::new();
+    let mut before: Option<String> = None;
+    loop {
+        let mut url = format!("{base_url}/api/v1/news/feed?limit={PAGE_LIMIT}{filters}");
+        if let Some(cursor) = &before {
+            url.push_str(&format!(
+                "&before={}",
+                url::form_urlencoded::byte_serialize(cursor.as_bytes()).collect::<String>()
+            ));
+        }
+        let body = http
+            .get(&url)
+            .header("X-API-KEY", BENCH_KEY)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| SyncError::Other(format!("baseline fetch: {e}")))?
+            .bytes()
+            .await
+            .map_err(|e| SyncError::Other(format!("baseline fetch: {e}")))?;
+        let (count, oldest, next) = page_shape(&body)?;
+        pages.push(body);
+        if count == 0 || oldest.is_some_and(|t| t < horizon) {
+            break;
+        }
+        match next {
+            Some(next) => before = Some(next),
+            None => break,
+        }
+    }
+    let fetch_seconds = fetch_started.elapsed().as_secs_f64();
+
+    let conn = duckdb::Connection::open(warehouse).map_err(|e| SyncError::Other(format!("baseline warehouse: {e}")))?;
+    conn.execute_batch(
+        "CREATE TABLE news_plain (id VARCHAR, published_at TIMESTAMPTZ, first_seen_at TIMESTAMPTZ,
+            updated_at TIMESTAMPTZ, headline VARCHAR, snippet VARCHAR, body VARCHAR, url VARCHAR,
+            source_id VARCHAR, source_name VARCHAR, licence_class VARCHAR, attribution VARCHAR,
+            display_policy VARCHAR, tickers VARCHAR, ciks VARCHAR, people VARCHAR, indicators VARCHAR,
+            topics VARCHAR, storyline_id VARCHAR, importance BIGINT, flash BOOLEAN, form VARCHAR, raw VARCHAR)",
+    )
+    .map_err(|e| SyncError::Other(format!("baseline table: {e}")))?;
+    let started = Instant::now();
+    let mut rows = 0u64;
+    {
+        let mut appender = conn
+            .appender("news_plain")
+            .map_err(|e| SyncError::Other(format!("baseline appender: {e}")))?;
+        for body in &pages {
+            let page: wire::NewsPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
+            for raw in &page.items {
+                let item: wire::NewsItem =
+                    serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
+                let source = item.source.as_ref();
+                // Lists as JSON text: the plain Appender has no list values.
+                let list = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_default();
+                appender
+                    .append_row(duckdb::params![
+                        item.id,
+                        item.published_at,
+                        item.first_seen_at,
+                        item.updated_at,
+                        item.headline,
+                        item.snippet,
+                        item.body,
+                        item.url,
+                        source.map(|s| s.id.as_str()),
+                        source.and_then(|s| s.name.as_deref()),
+                        source.and_then(|s| s.licence_class.as_deref()),
+                        source.and_then(|s| s.attribution.as_deref()),
+                        source.and_then(|s| s.display_policy.as_deref()),
+                        list(&item.tickers),
+                        list(&item.ciks),
+                        list(&item.people),
+                        list(&item.indicators),
+                        list(&item.topics),
+                        item.storyline_id,
+                        item.importance,
+                        item.flash,
+                        item.form,
+                        raw.get(),
+                    ])
+                    .map_err(|e| SyncError::Other(format!("baseline append: {e}")))?;
+                rows += 1;
+            }
+        }
+        appender
+            .flush()
+            .map_err(|e| SyncError::Other(format!("baseline flush: {e}")))?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(IngestChildReport {
+        rows,
+        requests: pages.len() as u64,
+        seconds,
+        fetch_seconds,
+        peak_kib: memory_of(std::process::id()).map_or(0, |m| m.peak_kib),
+    })
+}
+
+/// Items on a page, the oldest `firstSeenAt` among them, and the `before`
+/// cursor of the next page back: what the baseline needs to page as fdsync does.
+fn page_shape(body: &[u8]) -> Result<(usize, Option<DateTime<Utc>>, Option<String>), SyncError> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Seen {
+        first_seen_at: Option<DateTime<Utc>>,
+    }
+    let page: wire::NewsPage =
+        serde_json::from_slice(body).map_err(|e| SyncError::Other(format!("baseline page: {e}")))?;
+    let oldest = page
+        .items
+        .iter()
+        .filter_map(|raw| serde_json::from_str::<Seen>(raw.get()).ok()?.first_seen_at)
+        .min();
+    Ok((page.items.len(), oldest, page.next_cursor))
+}
+
+/// The news backfill at each size in `sizes` (items), fdsync against the
+/// baseline, each in a fresh process reading one emulator process.
+pub async fn ingest(sizes: &[u64], out: &mut impl Write) -> Result<(), SyncError> {
+    writeln!(
+        out,
+        "| items | requests | fdsync s | fdsync items/s | baseline parse+append s | baseline items/s | ratio | baseline fetch s | ratio to fetch+parse+append | fdsync peak MiB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )?;
+    for &items in sizes {
+        let emulator = EmulatorProcess::start()?;
+        let dir = tempfile_dir()?.join(format!("ingest-{items}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let side = |mode: &str| -> Result<IngestChildReport, SyncError> {
+            let warehouse = dir.join(format!("{mode}.duckdb"));
+            let items = items.to_string();
+            child_report(
+                "ingest",
+                mode,
+                [
+                    emulator.base_url.as_str().as_ref(),
+                    warehouse.as_os_str(),
+                    items.as_str().as_ref(),
+                ],
+            )
+        };
+        let fdsync = side("fdsync")?;
+        let baseline = side("baseline")?;
+        if fdsync.rows != baseline.rows {
+            return Err(SyncError::Other(format!(
+                "the sides read different items: fdsync {} rows, baseline {}",
+                fdsync.rows, baseline.rows
+            )));
+        }
+        writeln!(
+            out,
+            "| {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.2}x | {:.1} | {:.2}x | {:.1} |",
+            fdsync.rows,
+            fdsync.requests,
+            fdsync.seconds,
+            fdsync.rows as f64 / fdsync.seconds,
+            baseline.seconds,
+            baseline.rows as f64 / baseline.seconds,
+            fdsync.seconds / baseline.seconds,
+            baseline.fetch_seconds,
+            fdsync.seconds / (baseline.seconds + baseline.fetch_seconds),
+            mib(fdsync.peak_kib),
+        )?;
+        out.flush()?;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}
