@@ -16,9 +16,9 @@ pub struct DuckDbSink {
     conn: Connection,
     path: PathBuf,
     /// Each table's merge statements, built once: their text never changes
-    /// (the commit number is a parameter), so DuckDB's prepared statements
-    /// are reused and skip parsing, binding and planning, which took most of
-    /// a small commit's time (BENCHMARKS.md, ingest).
+    /// (the commit number is a parameter), so each is parsed once and kept
+    /// prepared. DuckDB 2 still plans it again at every execution, which is
+    /// why a backfill commits several pages at once (BENCHMARKS.md, ingest).
     merges: HashMap<&'static str, Merge>,
 }
 
@@ -318,14 +318,10 @@ impl DuckDbSink {
         seq: i64,
     ) -> Result<u64, SinkError> {
         let stage = staging(table);
-        if !self.merges.contains_key(table.name) {
-            let merge = Merge {
-                stage_created: false,
-                statements: merge_statements(table),
-            };
-            self.merges.insert(table.name, merge);
-        }
-        let merge = self.merges.get_mut(table.name).expect("inserted above");
+        let merge = self.merges.entry(table.name).or_insert_with(|| Merge {
+            stage_created: false,
+            statements: merge_statements(table),
+        });
         if !merge.stage_created {
             let stage_cols: Vec<String> = table
                 .all_columns()

@@ -435,27 +435,17 @@ impl Syncer {
         checkpoint: Option<Checkpoint>,
         progress: &mut Progress,
     ) -> Result<(), SinkError> {
-        progress.quarantined += rows.quarantined.len() as u64;
-        let mut batches = rows.into_batches()?;
-        batches.extend(self.bookkeeping(run_id)?);
-        let stats = self
-            .sink
-            .commit(Commit {
-                batches,
-                checkpoints: checkpoint.into_iter().collect(),
-            })
-            .await?;
-        progress.rows_written += stats.rows_written;
-        Ok(())
+        self.commit_pages(run_id, vec![rows], checkpoint, progress).await
     }
 
-    /// Commits several pages' rows as one transaction, each table merged once,
-    /// with `checkpoint` (the position after the last page).
-    async fn commit_group(
+    /// Commits several pages' rows, the request log so far and the checkpoint
+    /// (the position after the last page) in one transaction, each table
+    /// merged once.
+    async fn commit_pages(
         &self,
         run_id: &str,
         pages: Vec<Rows>,
-        checkpoint: Checkpoint,
+        checkpoint: Option<Checkpoint>,
         progress: &mut Progress,
     ) -> Result<(), SinkError> {
         let mut batches = Vec::new();
@@ -469,7 +459,7 @@ impl Syncer {
             .sink
             .commit(Commit {
                 batches,
-                checkpoints: vec![checkpoint],
+                checkpoints: checkpoint.into_iter().collect(),
             })
             .await?;
         progress.rows_written += stats.rows_written;

@@ -233,7 +233,7 @@ impl Syncer {
                 }
                 if !group.is_empty() {
                     let checkpoint = cursor.checkpoint(&tape.pipeline.name, &tape.partition);
-                    self.commit_group(run_id, group, checkpoint, progress).await?;
+                    self.commit_pages(run_id, group, Some(checkpoint), progress).await?;
                 }
                 if let Some(e) = failure {
                     return Err(e);
