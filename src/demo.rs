@@ -80,29 +80,53 @@ fn query(conn: &duckdb::Connection, sql: &str) -> Result<Vec<RecordBatch>, duckd
 /// An invalid pipeline directory, or a warehouse that cannot be opened.
 pub async fn local_syncer(
     emulator: &emulator::RunningEmulator,
-    mut config: Config,
+    config: Config,
     warehouse: &Path,
     clock: Clock,
 ) -> Result<(Syncer, Vec<pipeline::Pipeline>), SyncError> {
-    config.upstream.base_url = emulator.base_url();
+    let pipelines = pipeline::load_dir(&config.pipelines.dir, config.pipelines.enabled.as_deref())?;
+    let syncer = syncer_at(
+        &emulator.base_url(),
+        emulator::DEMO_BUILD_KEY,
+        config,
+        warehouse,
+        clock,
+        "fdsync demo",
+    )
+    .await?;
+    Ok((syncer, pipelines))
+}
+
+/// A syncer for the service at `base_url` with `key`, writing to `warehouse`
+/// (held as `holder`); the rest of `config` as given.
+///
+/// # Errors
+/// A malformed key, or a warehouse that cannot be opened.
+pub async fn syncer_at(
+    base_url: &str,
+    key: &str,
+    mut config: Config,
+    warehouse: &Path,
+    clock: Clock,
+    holder: &str,
+) -> Result<Syncer, SyncError> {
+    config.upstream.base_url = base_url.to_owned();
     config.upstream.api_key_file = None;
     config.warehouse.duckdb = warehouse.to_owned();
-    let key = ApiKey::parse(emulator::DEMO_BUILD_KEY, "the emulator's demo key")?;
-    let pipelines = pipeline::load_dir(&config.pipelines.dir, config.pipelines.enabled.as_deref())?;
+    let key = ApiKey::parse(key, "the emulator's key")?;
     let client = Client::new(&config.upstream, Some(key), clock.clone())
         .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
     let sink = SinkHandle::open_duckdb_with(
         warehouse.to_owned(),
-        SinkOptions::from_config(&config.warehouse, "fdsync demo"),
+        SinkOptions::from_config(&config.warehouse, holder),
     )
     .await?;
-    let syncer = Syncer {
+    Ok(Syncer {
         config,
         client,
         sink,
         clock,
-    };
-    Ok((syncer, pipelines))
+    })
 }
 
 /// Runs the demo, printing to `out`.

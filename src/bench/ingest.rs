@@ -47,15 +47,6 @@ pub async fn child_fdsync(
     warehouse: &std::path::Path,
     items: u64,
 ) -> Result<IngestChildReport, SyncError> {
-    use crate::clock::Clock;
-    use crate::config::ApiKey;
-    use crate::sink::{SinkHandle, SinkOptions};
-    use crate::upstream::Client;
-
-    let mut config = config.clone();
-    config.upstream.base_url = base_url.to_owned();
-    config.upstream.api_key_file = None;
-    config.warehouse.duckdb = warehouse.to_owned();
     let mut pipelines = crate::pipeline::load_dir(&config.pipelines.dir, None)?;
     pipelines.retain(|p| p.name == "news");
     let news = pipelines
@@ -63,21 +54,17 @@ pub async fn child_fdsync(
         .ok_or_else(|| SyncError::Other(format!("no news pipeline in {}", config.pipelines.dir.display())))?;
     news.params.backfill_days = Some(backfill_days(items));
     news.params.page_limit = Some(PAGE_LIMIT);
-    let clock = Clock::simulated(bench_start(), 0.0);
-    let key = ApiKey::parse(BENCH_KEY, "the bench key")?;
-    let client = Client::new(&config.upstream, Some(key), clock.clone())
-        .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
-    let sink = SinkHandle::open_duckdb_with(
-        warehouse.to_owned(),
-        SinkOptions::from_config(&config.warehouse, "fdsync bench ingest"),
+    let clock = crate::clock::Clock::simulated(bench_start(), 0.0);
+    let syncer = crate::demo::syncer_at(
+        base_url,
+        BENCH_KEY,
+        config.clone(),
+        warehouse,
+        clock,
+        "fdsync bench ingest",
     )
     .await?;
-    let syncer = crate::sync::Syncer {
-        config,
-        client,
-        sink: sink.clone(),
-        clock,
-    };
+    let sink = syncer.sink.clone();
     let started = Instant::now();
     let (report, result) = syncer.run_once(&pipelines).await;
     result?;
