@@ -457,10 +457,12 @@ fn merge_statements(table: &TableDef) -> Vec<String> {
         LoadRule::Append if key.is_empty() => {
             format!("INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM {stage} s")
         }
+        // Conflicts are found by probing the primary key's index, so a load
+        // costs what it stages, not what the table already holds (a join with
+        // the stored table made every commit of a backfill slower than the last).
         LoadRule::Append | LoadRule::InsertOnce => format!(
-            "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ANTI JOIN {target} t ON {}",
-            newest_staged(&key),
-            key_eq("t", "s", &key)
+            "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ON CONFLICT DO NOTHING",
+            newest_staged(&key)
         ),
         LoadRule::History => {
             let on = key_eq("t", "s", &key);
@@ -493,48 +495,56 @@ fn merge_statements(table: &TableDef) -> Vec<String> {
         }
         LoadRule::Upsert | LoadRule::Replace => {
             // The staged row, with stored values kept where the new one is NULL
-            // (`keep_stored`), and dropped when older than the stored version.
-            let merged_cols: Vec<String> = cols
-                .iter()
-                .zip(table.all_columns())
-                .map(|(q, c)| {
-                    if table.keep_stored.contains(&c.name) {
-                        format!("COALESCE(s.{q}, t.{q}) AS {q}")
-                    } else {
-                        format!("s.{q}")
-                    }
-                })
-                .collect();
-            let not_older = match table.newer_by {
-                Some(v) => {
-                    let v = ident(v);
-                    format!("WHERE t.{} IS NULL OR s.{v} >= t.{v}", key[0])
+            // (`keep_stored`), and skipped when older than the stored version.
+            let merged = |c: &crate::tables::Column| -> String {
+                let q = ident(c.name);
+                if table.keep_stored.contains(&c.name) {
+                    format!("COALESCE(excluded.{q}, t.{q})")
+                } else {
+                    format!("excluded.{q}")
                 }
-                None => String::new(),
             };
-            let merged = format!(
-                "SELECT {} FROM ({}) s LEFT JOIN {target} t ON {} {not_older}",
-                merged_cols.join(", "),
-                newest_staged(&key),
-                key_eq("t", "s", &key)
-            );
-            let mut same = vec![key_eq("t", "s", &key)];
+            let set: Vec<String> = table
+                .all_columns()
+                .filter(|c| !table.key.contains(&c.name))
+                .map(|c| format!("{} = {}", ident(c.name), merged(c)))
+                .chain(std::iter::once(format!("{COMMIT_SEQ} = excluded.{COMMIT_SEQ}")))
+                .collect();
+            let mut only_if = Vec::new();
+            if let Some(v) = table.newer_by {
+                let v = ident(v);
+                only_if.push(format!("excluded.{v} >= t.{v}"));
+            }
             if table.lineage {
                 // A row whose content is unchanged is not rewritten: its lineage
                 // (_run_id, _fetched_at) keeps saying when it really arrived.
-                same.extend(own_values_equal("t", "s"));
+                let mut same: Vec<String> = table
+                    .columns
+                    .iter()
+                    .filter(|c| !table.key.contains(&c.name))
+                    .map(|c| format!("{} IS NOT DISTINCT FROM t.{}", merged(c), ident(c.name)))
+                    .collect();
                 // Tables fed by several routes compare content only: each route
                 // serves the same record in its own envelope.
                 if table.keep_stored.is_empty() {
-                    same.push("t.raw::VARCHAR IS NOT DISTINCT FROM s.raw".into());
+                    same.push("excluded.raw::VARCHAR IS NOT DISTINCT FROM t.raw::VARCHAR".into());
                 }
-            } else {
-                // Bookkeeping rows (checkpoints, runs) always take the newest values.
-                same.push("false".into());
+                if !same.is_empty() {
+                    only_if.push(format!("NOT ({})", same.join(" AND ")));
+                }
             }
+            // Bookkeeping rows (checkpoints, runs) always take the newest values.
+            let only_if = if only_if.is_empty() {
+                String::new()
+            } else {
+                format!(" WHERE {}", only_if.join(" AND "))
+            };
             format!(
-                "INSERT OR REPLACE INTO {target} ({col_list}) SELECT {s_cols} FROM ({merged}) s ANTI JOIN {target} t ON {}",
-                same.join(" AND ")
+                "INSERT INTO {target} AS t ({col_list}) SELECT {s_cols} FROM ({}) s \
+                 ON CONFLICT ({}) DO UPDATE SET {}{only_if}",
+                newest_staged(&key),
+                key.join(", "),
+                set.join(", ")
             )
         }
     };
