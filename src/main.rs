@@ -218,6 +218,23 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "100000,300000,1000000")]
         items: Vec<u64>,
     },
+    /// Cold start: a no-change `sync --once` of every pipeline, the whole
+    /// process timed, after a first sync of N generated companies; against a
+    /// process that sends the same requests and does nothing else.
+    ///
+    /// Example: fdsync bench cold-start --companies 5,25,100
+    ColdStart {
+        /// Universe sizes (generated companies), comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "5,25,100")]
+        companies: Vec<usize>,
+    },
+    /// The baseline side of `bench cold-start`: sends the routes in a file.
+    #[command(hide = true)]
+    ColdStartChild {
+        base_url: String,
+        routes: PathBuf,
+        concurrency: usize,
+    },
     /// Requests a first full sync and a no-change sync spend, against the least
     /// the routes allow: for the configured universe, then for N generated companies.
     ///
@@ -237,24 +254,31 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "100000,300000,1000000")]
         rows: Vec<u64>,
     },
-    /// Ingest throughput: a news backfill from the emulator (unthrottled, in
-    /// its own process) to committed DuckDB rows, against a baseline that only
-    /// parses the same pages and appends them with a plain Appender; with
-    /// fdsync's peak memory. Each side runs in a fresh process.
+    /// Ingest throughput: a news backfill and companies' full price
+    /// histories from the emulator (unthrottled, in its own process) to
+    /// committed DuckDB rows, against a baseline that only parses the same
+    /// pages and appends them with a plain Appender; with fdsync's peak
+    /// memory. Each side runs in a fresh process.
     ///
-    /// Example: fdsync bench ingest --news 100000,300000,1000000
+    /// Example: fdsync bench ingest --news 100000,300000,1000000 --prices 200,600,2000
+    ///
+    /// Give an empty list (`--news ''`) to skip a feed.
     Ingest {
         /// News items per run, comma-separated (the backfill horizon that holds them).
         #[arg(long, value_delimiter = ',', default_value = "100000,300000,1000000")]
         news: Vec<u64>,
+        /// Generated companies per run, comma-separated (each one's whole history).
+        #[arg(long, value_delimiter = ',', default_value = "200,600,2000")]
+        prices: Vec<u64>,
     },
     /// One side of `bench ingest`, in its own process (prints a JSON report).
     #[command(hide = true)]
     IngestChild {
         mode: String,
+        feed: String,
         base_url: String,
         warehouse: PathBuf,
-        items: u64,
+        size: u64,
     },
     /// One side of `bench lake`, in its own process (prints a JSON report).
     #[command(hide = true)]
@@ -577,25 +601,35 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
             serde_json::to_writer(std::io::stdout(), &report).map_err(|e| SyncError::Other(e.to_string()))?;
             Ok(())
         }
-        Command::Bench(BenchCommand::Ingest { news }) => fdsync::bench::ingest(&news, &mut std::io::stdout()).await,
+        Command::Bench(BenchCommand::Ingest { news, prices }) => {
+            let runs = [(fdsync::bench::Feed::News, news), (fdsync::bench::Feed::Prices, prices)];
+            fdsync::bench::ingest(&runs, &mut std::io::stdout()).await
+        }
         Command::Bench(BenchCommand::IngestChild {
             mode,
+            feed,
             base_url,
             warehouse,
-            items,
+            size,
         }) => {
             let config = Config::load(&cli.config)?;
-            let report = match mode.as_str() {
-                "fdsync" => fdsync::bench::ingest_child_fdsync(&config, &base_url, &warehouse, items).await?,
-                "baseline" => fdsync::bench::ingest_child_baseline(&config, &base_url, &warehouse, items).await?,
-                other => return Err(SyncError::Other(format!("unknown ingest bench side {other}"))),
-            };
+            let feed: fdsync::bench::Feed = feed.parse()?;
+            let report = fdsync::bench::ingest_child(feed, &mode, &config, &base_url, &warehouse, size).await?;
             serde_json::to_writer(std::io::stdout(), &report).map_err(|e| SyncError::Other(e.to_string()))?;
             Ok(())
         }
         Command::Bench(BenchCommand::EmulatorMemory { items }) => {
             fdsync::bench::emulator_memory(&items, &mut std::io::stdout()).await
         }
+        Command::Bench(BenchCommand::ColdStart { companies }) => {
+            let config = Config::load(&cli.config)?;
+            fdsync::bench::cold_starts(&config, &companies, &mut std::io::stdout()).await
+        }
+        Command::Bench(BenchCommand::ColdStartChild {
+            base_url,
+            routes,
+            concurrency,
+        }) => fdsync::bench::cold_start_child(&base_url, &routes, concurrency).await,
         Command::Bench(BenchCommand::Requests { companies }) => {
             let config = Config::load(&cli.config)?;
             fdsync::bench::requests(&config, &companies, &mut std::io::stdout()).await

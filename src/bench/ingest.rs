@@ -1,6 +1,6 @@
-//! `fdsync bench ingest`: the news backfill from the emulator's JSON to
-//! committed DuckDB rows, against a baseline that only parses the same bytes
-//! and appends them with a plain Appender.
+//! `fdsync bench ingest`: a news backfill and companies' full price histories
+//! from the emulator's JSON to committed DuckDB rows, against a baseline that
+//! only parses the same bytes and appends them with a plain Appender.
 //!
 //! Each side runs in its own process of this binary, so that its peak memory
 //! is its own; both read the same pages from the same emulator process.
@@ -17,6 +17,42 @@ use crate::wire;
 /// The tape's mean spacing (docs/emulator.md): one item every 45 seconds.
 const SECONDS_PER_ITEM: u64 = 45;
 const PAGE_LIMIT: u32 = 200;
+
+/// What the bench feeds through both sides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feed {
+    /// A news backfill of about N items.
+    News,
+    /// The full daily price history of N generated companies.
+    Prices,
+}
+
+impl std::str::FromStr for Feed {
+    type Err = SyncError;
+    fn from_str(s: &str) -> Result<Feed, SyncError> {
+        match s {
+            "news" => Ok(Feed::News),
+            "prices" => Ok(Feed::Prices),
+            other => Err(SyncError::Other(format!(
+                "unknown ingest feed {other:?}: use news or prices"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Feed::News => "news",
+            Feed::Prices => "prices",
+        })
+    }
+}
+
+/// The generated companies the prices feed syncs: the emulator's `S0000`, ...
+fn generated_companies(n: u64) -> Vec<String> {
+    (0..n).map(|i| format!("S{i:04}")).collect()
+}
 
 /// What one side of the bench did.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -40,8 +76,29 @@ fn bench_start() -> DateTime<Utc> {
     BENCH_START.parse().expect("bench start time")
 }
 
+/// One side of the bench for `feed` at `size` (items or companies).
+///
+/// # Errors
+/// When the emulator, the warehouse or a sync fails.
+pub async fn child(
+    feed: Feed,
+    mode: &str,
+    config: &crate::config::Config,
+    base_url: &str,
+    warehouse: &std::path::Path,
+    size: u64,
+) -> Result<IngestChildReport, SyncError> {
+    match (feed, mode) {
+        (Feed::News, "fdsync") => child_fdsync_news(config, base_url, warehouse, size).await,
+        (Feed::News, "baseline") => child_baseline_news(config, base_url, warehouse, size).await,
+        (Feed::Prices, "fdsync") => child_fdsync_prices(config, base_url, warehouse, size).await,
+        (Feed::Prices, "baseline") => child_baseline_prices(config, base_url, warehouse, size).await,
+        (_, other) => Err(SyncError::Other(format!("unknown ingest bench side {other:?}"))),
+    }
+}
+
 /// fdsync's news pipeline, as `sync --once` runs it, into a fresh warehouse.
-pub async fn child_fdsync(
+async fn child_fdsync_news(
     config: &crate::config::Config,
     base_url: &str,
     warehouse: &std::path::Path,
@@ -90,7 +147,7 @@ pub async fn child_fdsync(
 /// sends, gzip and all), then timed: each page parsed with serde into the wire
 /// types and every item appended row by row with DuckDB's Appender into a
 /// plain table of the same columns, committed once.
-pub async fn child_baseline(
+async fn child_baseline_news(
     config: &crate::config::Config,
     base_url: &str,
     warehouse: &std::path::Path,
@@ -201,6 +258,141 @@ pub async fn child_baseline(
     })
 }
 
+/// fdsync's prices pipeline, as `sync --once` runs it, for `companies`
+/// generated companies, into a fresh warehouse. The universe is resolved
+/// first and not timed: this side is about bars.
+async fn child_fdsync_prices(
+    config: &crate::config::Config,
+    base_url: &str,
+    warehouse: &std::path::Path,
+    companies: u64,
+) -> Result<IngestChildReport, SyncError> {
+    let mut config = config.clone();
+    config.universe.companies = generated_companies(companies);
+    let mut pipelines = crate::pipeline::load_dir(&config.pipelines.dir, None)?;
+    pipelines.retain(|p| {
+        matches!(
+            p.records,
+            crate::pipeline::Records::Company | crate::pipeline::Records::Prices
+        )
+    });
+    let (resolve, prices): (Vec<_>, Vec<_>) = pipelines
+        .into_iter()
+        .partition(|p| p.records == crate::pipeline::Records::Company);
+    if prices.is_empty() {
+        return Err(SyncError::Other(format!(
+            "no prices pipeline in {}",
+            config.pipelines.dir.display()
+        )));
+    }
+    let clock = crate::clock::Clock::simulated(bench_start(), 0.0);
+    let syncer = crate::demo::syncer_at(base_url, BENCH_KEY, config, warehouse, clock, "fdsync bench ingest").await?;
+    let sink = syncer.sink.clone();
+    let (_, resolved) = syncer.run_once(&resolve).await;
+    resolved?;
+    let started = Instant::now();
+    let (report, result) = syncer.run_once(&prices).await;
+    result?;
+    let seconds = started.elapsed().as_secs_f64();
+    let rows: i64 = sink
+        .call(|s| {
+            s.connection()
+                .query_row("SELECT count(*) FROM prices_daily", [], |r| r.get(0))
+        })
+        .await?
+        .map_err(|e| SyncError::Other(format!("counting rows: {e}")))?;
+    sink.close().await;
+    Ok(IngestChildReport {
+        rows: rows as u64,
+        requests: report.outcomes.iter().map(|o| o.requests).sum(),
+        seconds,
+        fetch_seconds: 0.0,
+        peak_kib: memory_of(std::process::id()).map_or(0, |m| m.peak_kib),
+    })
+}
+
+/// The baseline for prices: each company's full history fetched first (the
+/// request fdsync sends for a first sync), then timed: parsed with serde and
+/// every bar appended row by row into a plain table of the same columns.
+async fn child_baseline_prices(
+    config: &crate::config::Config,
+    base_url: &str,
+    warehouse: &std::path::Path,
+    companies: u64,
+) -> Result<IngestChildReport, SyncError> {
+    let params = crate::pipeline::load_dir(&config.pipelines.dir, None)?
+        .into_iter()
+        .find(|p| p.records == crate::pipeline::Records::Prices)
+        .map(|p| p.params)
+        .unwrap_or_default();
+    let range = crate::planner::price_range(None, bench_start().date_naive(), &params);
+    let http = reqwest::Client::new();
+    let fetch_started = Instant::now();
+    let mut pages: Vec<(String, bytes::Bytes)> = Vec::new();
+    for company in generated_companies(companies) {
+        let url = format!("{base_url}/api/v1/companies/{company}/prices?range={range}");
+        let body = http
+            .get(&url)
+            .header("X-API-KEY", BENCH_KEY)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| SyncError::Other(format!("baseline fetch: {e}")))?
+            .bytes()
+            .await
+            .map_err(|e| SyncError::Other(format!("baseline fetch: {e}")))?;
+        pages.push((company, body));
+    }
+    let fetch_seconds = fetch_started.elapsed().as_secs_f64();
+
+    let conn = duckdb::Connection::open(warehouse).map_err(|e| SyncError::Other(format!("baseline warehouse: {e}")))?;
+    conn.execute_batch(
+        "CREATE TABLE prices_plain (company_key VARCHAR, date DATE, symbol VARCHAR, t_ms BIGINT,
+            open DOUBLE, high DOUBLE, low DOUBLE, close DOUBLE, volume BIGINT, raw VARCHAR)",
+    )
+    .map_err(|e| SyncError::Other(format!("baseline table: {e}")))?;
+    let started = Instant::now();
+    let mut rows = 0u64;
+    {
+        let mut appender = conn
+            .appender("prices_plain")
+            .map_err(|e| SyncError::Other(format!("baseline appender: {e}")))?;
+        for (company, body) in &pages {
+            let page: wire::PricesPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
+            for raw in &page.bars {
+                let bar: wire::Bar = serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
+                let date = DateTime::from_timestamp_millis(bar.t).map(|d| d.date_naive());
+                appender
+                    .append_row(duckdb::params![
+                        company,
+                        date,
+                        page.symbol,
+                        bar.t,
+                        bar.o,
+                        bar.h,
+                        bar.l,
+                        bar.c,
+                        bar.v,
+                        raw.get(),
+                    ])
+                    .map_err(|e| SyncError::Other(format!("baseline append: {e}")))?;
+                rows += 1;
+            }
+        }
+        appender
+            .flush()
+            .map_err(|e| SyncError::Other(format!("baseline flush: {e}")))?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(IngestChildReport {
+        rows,
+        requests: pages.len() as u64,
+        seconds,
+        fetch_seconds,
+        peak_kib: memory_of(std::process::id()).map_or(0, |m| m.peak_kib),
+    })
+}
+
 /// Items on a page, the oldest `firstSeenAt` among them, and the `before`
 /// cursor of the next page back: what the baseline needs to page as fdsync does.
 fn page_shape(body: &[u8]) -> Result<(usize, Option<DateTime<Utc>>, Option<String>), SyncError> {
@@ -219,55 +411,70 @@ fn page_shape(body: &[u8]) -> Result<(usize, Option<DateTime<Utc>>, Option<Strin
     Ok((page.items.len(), oldest, page.next_cursor))
 }
 
-/// The news backfill at each size in `sizes` (items), fdsync against the
-/// baseline, each in a fresh process reading one emulator process.
-pub async fn ingest(sizes: &[u64], out: &mut impl Write) -> Result<(), SyncError> {
-    writeln!(
-        out,
-        "| items | requests | fdsync s | fdsync items/s | baseline parse+append s | baseline items/s | ratio | baseline fetch s | ratio to fetch+parse+append | fdsync peak MiB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    )?;
-    for &items in sizes {
-        let emulator = EmulatorProcess::start()?;
-        let dir = tempfile_dir()?.join(format!("ingest-{items}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        let side = |mode: &str| -> Result<IngestChildReport, SyncError> {
-            let warehouse = dir.join(format!("{mode}.duckdb"));
-            let items = items.to_string();
-            child_report(
-                "ingest",
-                mode,
-                [
-                    emulator.base_url.as_str().as_ref(),
-                    warehouse.as_os_str(),
-                    items.as_str().as_ref(),
-                ],
-            )
-        };
-        let fdsync = side("fdsync")?;
-        let baseline = side("baseline")?;
-        if fdsync.rows != baseline.rows {
-            return Err(SyncError::Other(format!(
-                "the sides read different items: fdsync {} rows, baseline {}",
-                fdsync.rows, baseline.rows
-            )));
+/// Each feed at each of its sizes (news: items; prices: companies), fdsync
+/// against the baseline, each side in a fresh process reading one emulator
+/// process.
+///
+/// # Errors
+/// When a side fails or the two sides read different rows.
+pub async fn ingest(runs: &[(Feed, Vec<u64>)], out: &mut impl Write) -> Result<(), SyncError> {
+    for (feed, sizes) in runs {
+        if sizes.is_empty() {
+            continue;
         }
+        let unit = match feed {
+            Feed::News => "items",
+            Feed::Prices => "companies",
+        };
         writeln!(
             out,
-            "| {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.2}x | {:.1} | {:.2}x | {:.1} |",
-            fdsync.rows,
-            fdsync.requests,
-            fdsync.seconds,
-            fdsync.rows as f64 / fdsync.seconds,
-            baseline.seconds,
-            baseline.rows as f64 / baseline.seconds,
-            fdsync.seconds / baseline.seconds,
-            baseline.fetch_seconds,
-            fdsync.seconds / (baseline.seconds + baseline.fetch_seconds),
-            mib(fdsync.peak_kib),
+            "\n{feed}\n\n| {unit} | rows | requests | fdsync s | fdsync rows/s | baseline parse+append s | baseline rows/s | ratio | baseline fetch s | ratio to fetch+parse+append | fdsync peak MiB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         )?;
-        out.flush()?;
-        let _ = std::fs::remove_dir_all(&dir);
+        for &size in sizes {
+            let emulator = EmulatorProcess::start()?;
+            let dir = tempfile_dir()?.join(format!("ingest-{feed}-{size}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir)?;
+            let side = |mode: &str| -> Result<IngestChildReport, SyncError> {
+                let warehouse = dir.join(format!("{mode}.duckdb"));
+                let size = size.to_string();
+                let feed = feed.to_string();
+                child_report(
+                    "ingest",
+                    mode,
+                    [
+                        feed.as_str().as_ref(),
+                        emulator.base_url.as_str().as_ref(),
+                        warehouse.as_os_str(),
+                        size.as_str().as_ref(),
+                    ],
+                )
+            };
+            let fdsync = side("fdsync")?;
+            let baseline = side("baseline")?;
+            if fdsync.rows != baseline.rows {
+                return Err(SyncError::Other(format!(
+                    "the sides read different {feed}: fdsync {} rows, baseline {}",
+                    fdsync.rows, baseline.rows
+                )));
+            }
+            writeln!(
+                out,
+                "| {size} | {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.2}x | {:.1} | {:.2}x | {:.1} |",
+                fdsync.rows,
+                fdsync.requests,
+                fdsync.seconds,
+                fdsync.rows as f64 / fdsync.seconds,
+                baseline.seconds,
+                baseline.rows as f64 / baseline.seconds,
+                fdsync.seconds / baseline.seconds,
+                baseline.fetch_seconds,
+                fdsync.seconds / (baseline.seconds + baseline.fetch_seconds),
+                mib(fdsync.peak_kib),
+            )?;
+            out.flush()?;
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
     Ok(())
 }

@@ -10,10 +10,10 @@ use std::time::Instant;
 
 use crate::sync::SyncError;
 
+mod cold_start;
 mod ingest;
-pub use ingest::{
-    IngestChildReport, child_baseline as ingest_child_baseline, child_fdsync as ingest_child_fdsync, ingest,
-};
+pub use cold_start::{child as cold_start_child, cold_starts};
+pub use ingest::{Feed, IngestChildReport, child as ingest_child, ingest};
 
 const BENCH_KEY: &str = "pk_live_bench_unlimited_0001";
 /// A Wednesday evening: the news tape then holds a little over a million items.

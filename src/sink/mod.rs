@@ -27,6 +27,17 @@ pub enum SinkError {
         context: &'static str,
         source: ::duckdb::Error,
     },
+    #[error(
+        "warehouse table {table}: {context}: DuckDB needed more than its {limit_mb} MiB ({message}); \
+         raise [warehouse] memory_limit_mb in the config; nothing is lost: the commit was rolled back \
+         and the next run resumes from the last one"
+    )]
+    OutOfMemory {
+        table: String,
+        context: &'static str,
+        limit_mb: u64,
+        message: String,
+    },
     #[error("building a batch for {table}: {source}")]
     Batch {
         table: String,

@@ -149,6 +149,11 @@ const NO_MANDATE: &str = "no_mandate:";
 
 const UNIVERSE_PIPELINE: &str = "companies";
 
+/// Pages (or companies) committed in one transaction at most, when they
+/// arrive faster than the warehouse commits: enough to spread a commit's fixed
+/// cost, few enough that a crash re-reads little and memory stays bounded.
+const COMMIT_GROUP: usize = 10;
+
 impl Syncer {
     fn new_run_id(&self) -> String {
         let now = self.clock.now();
@@ -435,17 +440,17 @@ impl Syncer {
         checkpoint: Option<Checkpoint>,
         progress: &mut Progress,
     ) -> Result<(), SinkError> {
-        self.commit_pages(run_id, vec![rows], checkpoint, progress).await
+        self.commit_pages(run_id, vec![rows], checkpoint.into_iter().collect(), progress)
+            .await
     }
 
-    /// Commits several pages' rows, the request log so far and the checkpoint
-    /// (the position after the last page) in one transaction, each table
-    /// merged once.
+    /// Commits several pages' rows, the request log so far and the checkpoints
+    /// that cover them in one transaction, each table merged once.
     async fn commit_pages(
         &self,
         run_id: &str,
         pages: Vec<Rows>,
-        checkpoint: Option<Checkpoint>,
+        checkpoints: Vec<Checkpoint>,
         progress: &mut Progress,
     ) -> Result<(), SinkError> {
         let mut batches = Vec::new();
@@ -455,13 +460,7 @@ impl Syncer {
         }
         let mut batches = TableBatch::coalesce(batches)?;
         batches.extend(self.bookkeeping(run_id)?);
-        let stats = self
-            .sink
-            .commit(Commit {
-                batches,
-                checkpoints: checkpoint.into_iter().collect(),
-            })
-            .await?;
+        let stats = self.sink.commit(Commit { batches, checkpoints }).await?;
         progress.rows_written += stats.rows_written;
         Ok(())
     }
@@ -649,34 +648,69 @@ impl Syncer {
                 (key, partial, fetched)
             }
         });
+        // Fetching and committing overlap: the next companies are requested
+        // while the warehouse commits, and the companies that arrived meanwhile
+        // commit together (at most COMMIT_GROUP), each with its checkpoint.
+        let (done_tx, done_rx) = tokio::sync::mpsc::channel(COMMIT_GROUP);
         // Collected before buffering: over a lazy `map` adapter the run future
         // cannot be proven Send, and the daemon spawns it (rust-lang/rust#102211).
-        let mut results = futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
-        while let Some((key, partial, fetched)) = results.next().await {
-            if records == Records::MonthlyRevenue
-                && let Err(UpstreamError::NotFound { .. }) = &fetched
-            {
-                let checkpoint = Checkpoint {
-                    pipeline: pipeline.name.clone(),
-                    partition: key,
-                    cursor: format!("{NO_MANDATE}{today}"),
-                };
-                let rows = Rows::new(run_id, &pipeline.route, self.clock.now());
-                self.commit(run_id, rows, Some(checkpoint), progress).await?;
-                continue;
+        let fetches = fetches.collect::<Vec<_>>();
+        let concurrency = self.config.upstream.concurrency;
+        let fetch = async move {
+            let mut results = futures::stream::iter(fetches).buffered(concurrency);
+            while let Some(done) = results.next().await {
+                if done_tx.send(done).await.is_err() {
+                    break; // the commit side stopped on an error
+                }
             }
-            let Some((rows, newest)) = found(fetched, progress)? else {
-                continue;
-            };
-            let cursor = newest.max(partial).map(|d| d.to_string()).unwrap_or_default();
-            let checkpoint = Checkpoint {
-                pipeline: pipeline.name.clone(),
-                partition: key,
-                cursor,
-            };
-            self.commit(run_id, rows, Some(checkpoint), progress).await?;
-        }
-        Ok(())
+        };
+        // Owns the receiver: a failed commit drops it, which stops the fetching
+        // (borrowed, it would outlive the failure and leave the fetch side
+        // waiting for room in a full channel forever).
+        let commit = async {
+            let mut done_rx = done_rx;
+            while let Some(first) = done_rx.recv().await {
+                let mut pages = Vec::new();
+                let mut covered = Vec::new();
+                let mut failure = None;
+                let ready = std::iter::once(first).chain(std::iter::from_fn(|| done_rx.try_recv().ok()));
+                for (key, partial, fetched) in ready.take(COMMIT_GROUP) {
+                    if records == Records::MonthlyRevenue
+                        && let Err(UpstreamError::NotFound { .. }) = &fetched
+                    {
+                        covered.push(Checkpoint {
+                            pipeline: pipeline.name.clone(),
+                            partition: key,
+                            cursor: format!("{NO_MANDATE}{today}"),
+                        });
+                        continue;
+                    }
+                    let (rows, newest) = match found(fetched, progress) {
+                        Ok(Some(found)) => found,
+                        Ok(None) => continue,
+                        Err(e) => {
+                            failure = Some(e);
+                            break;
+                        }
+                    };
+                    covered.push(Checkpoint {
+                        pipeline: pipeline.name.clone(),
+                        partition: key,
+                        cursor: newest.max(partial).map(|d| d.to_string()).unwrap_or_default(),
+                    });
+                    pages.push(rows);
+                }
+                if !covered.is_empty() {
+                    self.commit_pages(run_id, pages, covered, progress).await?;
+                }
+                if let Some(e) = failure {
+                    return Err(e);
+                }
+            }
+            Ok(())
+        };
+        let ((), committed) = tokio::join!(fetch, commit);
+        committed
     }
 
     /// Maps every configured identifier to its canonical `company_key`, asking the

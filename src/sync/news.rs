@@ -8,17 +8,12 @@ use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::{Member, Progress, SyncError, Syncer, upstream_error};
+use super::{COMMIT_GROUP, Member, Progress, SyncError, Syncer, upstream_error};
 use crate::pipeline::Pipeline;
 use crate::records::{self, Rows};
 use crate::sink::{Checkpoint, StoredCheckpoint};
 use crate::upstream::{Access, UpstreamError, encode};
 use crate::wire;
-
-/// Backfill pages committed in one transaction at most: enough to spread a
-/// commit's fixed cost, few enough that a crash re-reads little and memory
-/// stays bounded (about 1 MB of rows a page).
-const BACKFILL_GROUP: usize = 10;
 
 /// Where one tape stands, saved as the checkpoint's cursor (JSON).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -175,7 +170,7 @@ impl Syncer {
     ///
     /// Fetching and committing overlap: the next page is requested while the
     /// warehouse commits the last ones, and the pages that arrived meanwhile
-    /// commit together in one transaction (at most [`BACKFILL_GROUP`] pages),
+    /// commit together in one transaction (at most [`COMMIT_GROUP`] pages),
     /// each group with the cursor that follows its last page. A crash loses
     /// at most the pages of the group in flight, read again on resume.
     async fn backfill(
@@ -189,7 +184,7 @@ impl Syncer {
         let limit = tape.pipeline.params.page_limit.unwrap_or(200);
         let horizon = cursor.horizon.unwrap_or(DateTime::<Utc>::MIN_UTC);
         let (pages_tx, pages_rx) =
-            tokio::sync::mpsc::channel::<Result<(Rows, Option<String>), SyncError>>(BACKFILL_GROUP);
+            tokio::sync::mpsc::channel::<Result<(Rows, Option<String>), SyncError>>(COMMIT_GROUP);
         let mut fetch_problems = Progress::default();
         let mut before = cursor.before.clone();
         let fetch = async {
@@ -227,13 +222,13 @@ impl Syncer {
                             break;
                         }
                     }
-                    if group.len() >= BACKFILL_GROUP {
+                    if group.len() >= COMMIT_GROUP {
                         break;
                     }
                 }
                 if !group.is_empty() {
                     let checkpoint = cursor.checkpoint(&tape.pipeline.name, &tape.partition);
-                    self.commit_pages(run_id, group, Some(checkpoint), progress).await?;
+                    self.commit_pages(run_id, group, vec![checkpoint], progress).await?;
                 }
                 if let Some(e) = failure {
                     return Err(e);
