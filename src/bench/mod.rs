@@ -206,12 +206,71 @@ struct UniverseSizes {
     series: usize,
 }
 
+/// What the paged and text pipelines' floors depend on: the data the first
+/// sync brought, counted in the warehouse after it.
+#[derive(Clone, Copy, Default)]
+struct PagedFloors {
+    /// Pages of the news feed: its items at the largest page (200).
+    news: u64,
+    /// Pages of every company's news tape, one at least per company.
+    company_news: u64,
+    /// Pages of the events wire: one filing date at a time, 200 a page.
+    events_wire: u64,
+    /// One request per stored item text.
+    event_texts: u64,
+    /// One request per stored filing section.
+    filing_sections: u64,
+    /// Companies with a monthly-revenue mandate: the only ones asked again
+    /// before the recheck is due.
+    revenue_mandates: u64,
+}
+
+/// The largest page the news feed and the events wire serve.
+const LARGEST_PAGE: u64 = 200;
+
+/// Counts what the first sync brought: every floor of a paged pipeline is a
+/// number of pages of data that must be read at least once.
+fn paged_floors(conn: &duckdb::Connection, companies: u64, wire_days: i64) -> duckdb::Result<PagedFloors> {
+    let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).map(|n| n.max(0) as u64);
+    let pages = |n: u64| n.div_ceil(LARGEST_PAGE).max(1);
+    let feed = count("SELECT count(*) FROM news_items WHERE _route LIKE '/api/v1/news/feed%'")?;
+    let linked = count(&format!(
+        "SELECT coalesce(sum(greatest(1, ceil(n / {LARGEST_PAGE})::BIGINT)), 0) FROM \
+         (SELECT count(*) AS n FROM news_company_items GROUP BY company_key)"
+    ))?;
+    let companies_with_news = count("SELECT count(DISTINCT company_key) FROM news_company_items")?;
+    let today = BENCH_START
+        .parse::<chrono::DateTime<chrono::Utc>>()
+        .expect("start time")
+        .date_naive();
+    let from = today - chrono::Duration::days(wire_days);
+    let wire_filled = count(&format!(
+        "SELECT coalesce(sum(greatest(1, ceil(n / {LARGEST_PAGE})::BIGINT)), 0) FROM \
+         (SELECT count(*) AS n FROM events WHERE filing_date BETWEEN DATE '{from}' AND DATE '{today}' GROUP BY filing_date)"
+    ))?;
+    let wire_days_with_events = count(&format!(
+        "SELECT count(DISTINCT filing_date) FROM events WHERE filing_date BETWEEN DATE '{from}' AND DATE '{today}'"
+    ))?;
+    Ok(PagedFloors {
+        news: pages(feed),
+        company_news: linked + companies.saturating_sub(companies_with_news),
+        events_wire: wire_filled + (wire_days as u64 + 1).saturating_sub(wire_days_with_events),
+        event_texts: count("SELECT count(*) FROM event_item_texts")?,
+        filing_sections: count("SELECT count(*) FROM filing_sections")?,
+        revenue_mandates: count(
+            "SELECT count(*) FROM _sync_checkpoints WHERE pipeline = 'monthly_revenue' AND \"cursor\" NOT LIKE 'no_mandate:%'",
+        )?,
+    })
+}
+
 /// The least a run can spend: one request per identifier never resolved (the
 /// service alone knows that `MSFT` and `789019` are one company), one per
 /// company for each per-company pipeline, one per single-route pipeline.
 /// For macro: one list per country and one history per series listed (no
-/// route says which series changed).
-fn minimum(pipeline: &crate::pipeline::Pipeline, sizes: &UniverseSizes, first: bool) -> u64 {
+/// route says which series changed). For the paged and text pipelines: the
+/// pages of data the first sync found ([`PagedFloors`]), and one request per
+/// tape or company when nothing changed.
+fn minimum(pipeline: &crate::pipeline::Pipeline, sizes: &UniverseSizes, paged: &PagedFloors, first: bool) -> u64 {
     use crate::pipeline::{FanOut, Records};
     let UniverseSizes {
         identifiers,
@@ -219,10 +278,18 @@ fn minimum(pipeline: &crate::pipeline::Pipeline, sizes: &UniverseSizes, first: b
         countries,
         series,
     } = *sizes;
+    let companies = companies as u64;
     match (pipeline.fan_out, pipeline.records) {
         (FanOut::Universe, Records::Company) if first => identifiers as u64,
         (FanOut::Universe, Records::Company) => 0,
-        (FanOut::Universe, _) => companies as u64,
+        (_, Records::News) if first => paged.news,
+        (_, Records::CompanyNews) if first => paged.company_news,
+        (_, Records::EventsWire) if first => paged.events_wire,
+        (_, Records::EventTexts) if first => paged.event_texts,
+        (_, Records::EventTexts) => 0,
+        (_, Records::Filings) if first => companies + paged.filing_sections,
+        (_, Records::MonthlyRevenue) if !first => paged.revenue_mandates,
+        (FanOut::Universe, _) => companies,
         (FanOut::Countries, _) => (countries + series) as u64,
         (FanOut::None, _) => 1,
         (FanOut::Parent, _) => 0,
@@ -249,15 +316,12 @@ pub async fn count_requests(config: &crate::config::Config, universe: Vec<String
     let dir = tempfile_dir()?;
     let mut config = config.clone();
     config.universe.companies = universe;
-    let (syncer, mut pipelines) =
+    let (syncer, pipelines) =
         crate::demo::local_syncer(&running, config.clone(), &dir.join("bench.duckdb"), clock).await?;
-    // Pipelines whose floor is one request per route, company or series. The
-    // paged and text pipelines (news, wire, item texts, sections) spend what
-    // the data holds; their floor is measured separately.
-    pipelines.retain(|p| {
-        use crate::pipeline::Records::*;
-        matches!(p.records, Company | Prices | Dividends | Indices | Coverage | Macro)
-    });
+    let wire_days = pipelines
+        .iter()
+        .find(|p| p.records == crate::pipeline::Records::EventsWire)
+        .map_or(7, |p| i64::from(p.params.backfill_days.unwrap_or(7)));
     let sink = syncer.sink.clone();
     let mut runs = Vec::new();
     for _ in 0..2 {
@@ -265,16 +329,18 @@ pub async fn count_requests(config: &crate::config::Config, universe: Vec<String
         result?;
         runs.push(report);
     }
-    let (companies, series): (i64, i64) = sink
-        .call(|s| {
-            s.connection().query_row(
+    let (companies, series, paged): (i64, i64, PagedFloors) = sink
+        .call(move |s| {
+            let (companies, series) = s.connection().query_row(
                 "SELECT (SELECT count(*) FROM companies), (SELECT count(*) FROM macro_series)",
                 [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+            )?;
+            let paged = paged_floors(s.connection(), companies.max(0) as u64, wire_days)?;
+            Ok::<_, duckdb::Error>((companies, series, paged))
         })
         .await?
-        .map_err(|e| SyncError::Other(format!("counting companies: {e}")))?;
+        .map_err(|e| SyncError::Other(format!("counting what the sync brought: {e}")))?;
     sink.close().await;
     let _ = std::fs::remove_dir_all(&dir);
     let sizes = UniverseSizes {
@@ -292,7 +358,7 @@ pub async fn count_requests(config: &crate::config::Config, universe: Vec<String
                     .iter()
                     .find(|o| o.pipeline == p.name)
                     .map_or(0, |o| o.requests);
-                (p.name.clone(), spent, minimum(p, &sizes, first))
+                (p.name.clone(), spent, minimum(p, &sizes, &paged, first))
             })
             .collect()
     };

@@ -5,7 +5,7 @@ use chrono::Duration;
 use futures::StreamExt;
 use serde_json::value::RawValue;
 
-use super::{Member, Progress, SyncError, Syncer, found, upstream_error};
+use super::{FetchedRows, Member, Progress, SyncError, Syncer, found, send_fetched, upstream_error};
 use crate::pipeline::Pipeline;
 use crate::records::{self, Rows};
 use crate::sink::Checkpoint;
@@ -26,77 +26,115 @@ impl Syncer {
     ) -> Result<(), SyncError> {
         let section_route = pipeline.params.section_route.clone().expect("validated when loaded");
         let since = self.clock.now().date_naive() - Duration::days(i64::from(pipeline.params.text_days.unwrap_or(730)));
-        for member in members {
-            let route = pipeline.route.replace("{company}", &encode(&member.key));
-            let fetched = self
-                .client
-                .get(&route, Access::Key, |body| {
-                    let page: wire::FilingNotesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-                    let mut rows = Rows::new(run_id, &route, self.clock.now());
-                    let filings = records::filings(&mut rows, &page, &member.key);
-                    Ok((rows, filings))
-                })
-                .await;
-            let Some((rows, filings)) = found(fetched, progress)? else {
-                continue;
-            };
-            let newest = filings.first().map(|f| f.accession.clone());
-            let checkpoint = newest.map(|accession| Checkpoint {
-                pipeline: pipeline.name.clone(),
-                partition: member.key.clone(),
-                cursor: accession,
-            });
-            self.commit(run_id, rows, checkpoint, progress).await?;
-            let key = member.key.clone();
-            let stored: std::collections::HashSet<(String, String)> = self
-                .sink
-                .call(move |s| {
-                    s.rows(
-                        ("filing_sections", "listing stored sections"),
-                        "SELECT accession, section_key FROM filing_sections WHERE company_key = ?",
-                        &key,
-                        |r| Ok((r.get(0)?, r.get(1)?)),
-                    )
-                })
-                .await??;
-            let wanted = filings
-                .into_iter()
-                .filter(|f| f.filed_at.is_none_or(|d| d >= since))
-                .flat_map(|f| {
-                    let accession = f.accession;
-                    f.sections
-                        .into_iter()
-                        .map(move |s| (accession.clone(), s))
-                        .collect::<Vec<_>>()
-                })
-                .filter(|(accession, s)| !stored.contains(&(accession.clone(), s.key.clone())));
-            let fetches = wanted.map(|(accession, section)| {
-                let route = section_route
-                    .replace("{company}", &encode(&member.key))
-                    .replace("{accession}", &encode(&accession))
-                    .replace("{section}", &encode(&section.key));
-                let company = member.key.clone();
-                async move {
-                    self.client
-                        .get(&route, Access::Key, |body| {
-                            let raw: &RawValue = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-                            let mut rows = Rows::new(run_id, &route, self.clock.now());
-                            records::filing_section(&mut rows, raw, &company, &accession, &section);
-                            Ok(rows)
-                        })
+        let mut fetch_progress = Progress::default();
+        let fetch_problems = &mut fetch_progress;
+        let (section_route, since) = (&section_route, since);
+        let committed = self
+            .commit_as_fetched(run_id, progress, |done| async move {
+                for member in members {
+                    match self
+                        .company_filings(pipeline, run_id, &member, section_route, since, fetch_problems, &done)
                         .await
+                    {
+                        Ok(true) => {}
+                        Ok(false) => break,
+                        Err(e) => {
+                            send_fetched(&done, Err(e)).await;
+                            break;
+                        }
+                    }
                 }
-            });
-            // Collected first: see `run_fan_out`.
-            let mut results =
-                futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
-            while let Some(fetched) = results.next().await {
-                if let Some(rows) = found(fetched, progress)? {
-                    self.commit(run_id, rows, None, progress).await?;
-                }
+            })
+            .await;
+        progress.absorb(fetch_progress);
+        committed
+    }
+
+    /// One company's filing list, then its missing section texts, each handed
+    /// to the commit side as it arrives; false when the fetching must stop.
+    #[allow(clippy::too_many_arguments)]
+    async fn company_filings(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        member: &Member,
+        section_route: &str,
+        since: chrono::NaiveDate,
+        progress: &mut Progress,
+        done: &tokio::sync::mpsc::Sender<FetchedRows>,
+    ) -> Result<bool, SyncError> {
+        let route = pipeline.route.replace("{company}", &encode(&member.key));
+        let fetched = self
+            .client
+            .get(&route, Access::Key, |body| {
+                let page: wire::FilingNotesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let mut rows = Rows::new(run_id, &route, self.clock.now());
+                let filings = records::filings(&mut rows, &page, &member.key);
+                Ok((rows, filings))
+            })
+            .await;
+        let Some((rows, filings)) = found(fetched, progress)? else {
+            return Ok(true);
+        };
+        let newest = filings.first().map(|f| f.accession.clone());
+        let checkpoint = newest.map(|accession| Checkpoint {
+            pipeline: pipeline.name.clone(),
+            partition: member.key.clone(),
+            cursor: accession,
+        });
+        if !send_fetched(done, Ok((rows, checkpoint.into_iter().collect()))).await {
+            return Ok(false);
+        }
+        let key = member.key.clone();
+        let stored: std::collections::HashSet<(String, String)> = self
+            .sink
+            .call(move |s| {
+                s.rows(
+                    ("filing_sections", "listing stored sections"),
+                    "SELECT accession, section_key FROM filing_sections WHERE company_key = ?",
+                    &key,
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+            })
+            .await??;
+        let wanted = filings
+            .into_iter()
+            .filter(|f| f.filed_at.is_none_or(|d| d >= since))
+            .flat_map(|f| {
+                let accession = f.accession;
+                f.sections
+                    .into_iter()
+                    .map(move |s| (accession.clone(), s))
+                    .collect::<Vec<_>>()
+            })
+            .filter(|(accession, s)| !stored.contains(&(accession.clone(), s.key.clone())));
+        let fetches = wanted.map(|(accession, section)| {
+            let route = section_route
+                .replace("{company}", &encode(&member.key))
+                .replace("{accession}", &encode(&accession))
+                .replace("{section}", &encode(&section.key));
+            let company = member.key.clone();
+            async move {
+                self.client
+                    .get(&route, Access::Key, |body| {
+                        let raw: &RawValue = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                        let mut rows = Rows::new(run_id, &route, self.clock.now());
+                        records::filing_section(&mut rows, raw, &company, &accession, &section);
+                        Ok(rows)
+                    })
+                    .await
+            }
+        });
+        // Collected first: see `run_fan_out`.
+        let mut results = futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
+        while let Some(fetched) = results.next().await {
+            if let Some(rows) = found(fetched, progress)?
+                && !send_fetched(done, Ok((rows, Vec::new()))).await
+            {
+                return Ok(false);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The layer list, then counts for the configured layers it knows (all of

@@ -5,7 +5,7 @@ use chrono::{DateTime, Duration, NaiveDate, Utc};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::{Member, Progress, SyncError, Syncer, found, upstream_error};
+use super::{Member, Progress, SyncError, Syncer, found, send_fetched, upstream_error};
 use crate::pipeline::Pipeline;
 use crate::records::{self, Rows};
 use crate::sink::Checkpoint;
@@ -138,49 +138,81 @@ impl Syncer {
     ) -> Result<(), SyncError> {
         let checkpoints = self.checkpoints_of(pipeline).await?;
         let gated_since = self.clock.now() - Duration::days(GATED_LOOKBACK_DAYS);
-        for member in members {
-            let path = pipeline.route.replace("{company}", &encode(&member.key));
-            let known: Option<IndexCursor> = checkpoints
-                .get(&member.key)
-                .and_then(|c| serde_json::from_str(&c.cursor).ok());
-            let limit = match &known {
-                Some(cursor) => Some(self.index_limit(&member.key, cursor, gated_since).await?),
-                None => None,
+        let mut fetch_progress = Progress::default();
+        let fetch_problems = &mut fetch_progress;
+        let checkpoints = &checkpoints;
+        let committed = self
+            .commit_as_fetched(run_id, progress, |done| async move {
+                for member in members {
+                    let ready = match self
+                        .company_index(pipeline, run_id, &member, checkpoints, gated_since, fetch_problems)
+                        .await
+                    {
+                        Ok(Some((rows, checkpoint))) => Ok((rows, checkpoint.into_iter().collect())),
+                        Ok(None) => continue,
+                        Err(e) => Err(e),
+                    };
+                    if !send_fetched(&done, ready).await {
+                        break;
+                    }
+                }
+            })
+            .await;
+        progress.absorb(fetch_progress);
+        committed
+    }
+
+    /// One company's index page and the checkpoint after it; `None` when the
+    /// company is unknown (404, noted).
+    async fn company_index(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        member: &Member,
+        checkpoints: &std::collections::HashMap<String, crate::sink::StoredCheckpoint>,
+        gated_since: DateTime<Utc>,
+        progress: &mut Progress,
+    ) -> Result<Option<(Rows, Option<Checkpoint>)>, SyncError> {
+        let path = pipeline.route.replace("{company}", &encode(&member.key));
+        let known: Option<IndexCursor> = checkpoints
+            .get(&member.key)
+            .and_then(|c| serde_json::from_str(&c.cursor).ok());
+        let limit = match &known {
+            Some(cursor) => Some(self.index_limit(&member.key, cursor, gated_since).await?),
+            None => None,
+        };
+        let route = match limit {
+            Some(n) => format!("{path}?limit={n}"),
+            None => path.clone(),
+        };
+        let Some(mut page) = found(self.fetch_index(&route, run_id, &member.key).await, progress)? else {
+            return Ok(None);
+        };
+        if let (Some(cursor), Some(n)) = (&known, limit)
+            && page.entries.len() as i64 >= n
+            && !page.entries.iter().any(|e| e.accession == cursor.accession)
+        {
+            tracing::info!(message = "Index page did not reach the last filing seen; reading the whole history.", company = %member.key);
+            let Some(whole) = found(self.fetch_index(&path, run_id, &member.key).await, progress)? else {
+                return Ok(None);
             };
-            let route = match limit {
-                Some(n) => format!("{path}?limit={n}"),
-                None => path.clone(),
-            };
-            let Some(mut page) = found(self.fetch_index(&route, run_id, &member.key).await, progress)? else {
-                continue;
-            };
-            if let (Some(cursor), Some(n)) = (&known, limit)
-                && page.entries.len() as i64 >= n
-                && !page.entries.iter().any(|e| e.accession == cursor.accession)
-            {
-                tracing::info!(message = "Index page did not reach the last filing seen; reading the whole history.", company = %member.key);
-                let Some(whole) = found(self.fetch_index(&path, run_id, &member.key).await, progress)? else {
-                    continue;
-                };
-                page = whole;
-            }
-            let newest = page
-                .entries
-                .iter()
-                .max_by_key(|e| e.accepted_at)
-                .map(|e| IndexCursor {
-                    accession: e.accession.clone(),
-                    accepted_at: e.accepted_at,
-                })
-                .or(known);
-            let checkpoint = newest.map(|c| Checkpoint {
-                pipeline: pipeline.name.clone(),
-                partition: member.key.clone(),
-                cursor: serde_json::to_string(&c).expect("a cursor serializes"),
-            });
-            self.commit(run_id, page.rows, checkpoint, progress).await?;
+            page = whole;
         }
-        Ok(())
+        let newest = page
+            .entries
+            .iter()
+            .max_by_key(|e| e.accepted_at)
+            .map(|e| IndexCursor {
+                accession: e.accession.clone(),
+                accepted_at: e.accepted_at,
+            })
+            .or(known);
+        let checkpoint = newest.map(|c| Checkpoint {
+            pipeline: pipeline.name.clone(),
+            partition: member.key.clone(),
+            cursor: serde_json::to_string(&c).expect("a cursor serializes"),
+        });
+        Ok(Some((page.rows, checkpoint)))
     }
 
     async fn fetch_index(

@@ -149,6 +149,17 @@ const NO_MANDATE: &str = "no_mandate:";
 
 const UNIVERSE_PIPELINE: &str = "companies";
 
+/// What a fetch side hands to [`Syncer::commit_as_fetched`]: one response's
+/// rows and the checkpoints they complete, or the error that ends the run.
+type FetchedRows = Result<(Rows, Vec<Checkpoint>), SyncError>;
+
+/// Hands `fetched` to the commit side; false when the fetching must stop
+/// (it was an error, or the commit side stopped on one).
+async fn send_fetched(done: &tokio::sync::mpsc::Sender<FetchedRows>, fetched: FetchedRows) -> bool {
+    let stop = fetched.is_err();
+    done.send(fetched).await.is_ok() && !stop
+}
+
 /// Pages (or companies) committed in one transaction at most, when they
 /// arrive faster than the warehouse commits: enough to spread a commit's fixed
 /// cost, few enough that a crash re-reads little and memory stays bounded.
@@ -648,22 +659,62 @@ impl Syncer {
                 (key, partial, fetched)
             }
         });
-        // Fetching and committing overlap: the next companies are requested
-        // while the warehouse commits, and the companies that arrived meanwhile
-        // commit together (at most COMMIT_GROUP), each with its checkpoint.
-        let (done_tx, done_rx) = tokio::sync::mpsc::channel(COMMIT_GROUP);
         // Collected before buffering: over a lazy `map` adapter the run future
         // cannot be proven Send, and the daemon spawns it (rust-lang/rust#102211).
         let fetches = fetches.collect::<Vec<_>>();
         let concurrency = self.config.upstream.concurrency;
-        let fetch = async move {
-            let mut results = futures::stream::iter(fetches).buffered(concurrency);
-            while let Some(done) = results.next().await {
-                if done_tx.send(done).await.is_err() {
-                    break; // the commit side stopped on an error
+        let mut fetch_progress = Progress::default();
+        let fetch_problems = &mut fetch_progress;
+        let committed = self
+            .commit_as_fetched(run_id, progress, |done| async move {
+                let mut results = futures::stream::iter(fetches).buffered(concurrency);
+                while let Some((key, partial, fetched)) = results.next().await {
+                    let ready = if records == Records::MonthlyRevenue
+                        && let Err(UpstreamError::NotFound { .. }) = &fetched
+                    {
+                        let checkpoint = Checkpoint {
+                            pipeline: pipeline.name.clone(),
+                            partition: key,
+                            cursor: format!("{NO_MANDATE}{today}"),
+                        };
+                        Ok((Rows::new(run_id, &pipeline.route, self.clock.now()), vec![checkpoint]))
+                    } else {
+                        match found(fetched, fetch_problems) {
+                            Ok(Some((rows, newest))) => {
+                                let checkpoint = Checkpoint {
+                                    pipeline: pipeline.name.clone(),
+                                    partition: key,
+                                    cursor: newest.max(partial).map(|d| d.to_string()).unwrap_or_default(),
+                                };
+                                Ok((rows, vec![checkpoint]))
+                            }
+                            Ok(None) => continue,
+                            Err(e) => Err(e),
+                        }
+                    };
+                    if !send_fetched(&done, ready).await {
+                        break;
+                    }
                 }
-            }
-        };
+            })
+            .await;
+        progress.absorb(fetch_progress);
+        committed
+    }
+
+    /// Runs `fetch`, which sends what it fetched in order, while committing
+    /// what it sent: the warehouse commits while the next responses are
+    /// requested, and the ones that arrived meanwhile commit together in one
+    /// transaction (at most [`COMMIT_GROUP`]) with their checkpoints. A crash
+    /// loses at most the group in flight, read again on resume.
+    async fn commit_as_fetched<F: std::future::Future<Output = ()>>(
+        &self,
+        run_id: &str,
+        progress: &mut Progress,
+        fetch: impl FnOnce(tokio::sync::mpsc::Sender<FetchedRows>) -> F,
+    ) -> Result<(), SyncError> {
+        let (done_tx, done_rx) = tokio::sync::mpsc::channel(COMMIT_GROUP);
+        let fetch = fetch(done_tx);
         // Owns the receiver: a failed commit drops it, which stops the fetching
         // (borrowed, it would outlive the failure and leave the fetch side
         // waiting for room in a full channel forever).
@@ -674,33 +725,19 @@ impl Syncer {
                 let mut covered = Vec::new();
                 let mut failure = None;
                 let ready = std::iter::once(first).chain(std::iter::from_fn(|| done_rx.try_recv().ok()));
-                for (key, partial, fetched) in ready.take(COMMIT_GROUP) {
-                    if records == Records::MonthlyRevenue
-                        && let Err(UpstreamError::NotFound { .. }) = &fetched
-                    {
-                        covered.push(Checkpoint {
-                            pipeline: pipeline.name.clone(),
-                            partition: key,
-                            cursor: format!("{NO_MANDATE}{today}"),
-                        });
-                        continue;
-                    }
-                    let (rows, newest) = match found(fetched, progress) {
-                        Ok(Some(found)) => found,
-                        Ok(None) => continue,
+                for fetched in ready.take(COMMIT_GROUP) {
+                    match fetched {
+                        Ok((rows, checkpoints)) => {
+                            pages.push(rows);
+                            covered.extend(checkpoints);
+                        }
                         Err(e) => {
                             failure = Some(e);
                             break;
                         }
-                    };
-                    covered.push(Checkpoint {
-                        pipeline: pipeline.name.clone(),
-                        partition: key,
-                        cursor: newest.max(partial).map(|d| d.to_string()).unwrap_or_default(),
-                    });
-                    pages.push(rows);
+                    }
                 }
-                if !covered.is_empty() {
+                if !pages.is_empty() {
                     self.commit_pages(run_id, pages, covered, progress).await?;
                 }
                 if let Some(e) = failure {
