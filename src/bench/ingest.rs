@@ -121,19 +121,28 @@ async fn child_fdsync_news(
         "fdsync bench ingest",
     )
     .await?;
-    let sink = syncer.sink.clone();
+    timed_sync(&syncer, &pipelines, "news_items").await
+}
+
+/// Runs `pipelines` once, timed, and reports the rows `table` then holds.
+async fn timed_sync(
+    syncer: &crate::sync::Syncer,
+    pipelines: &[crate::pipeline::Pipeline],
+    table: &'static str,
+) -> Result<IngestChildReport, SyncError> {
     let started = Instant::now();
-    let (report, result) = syncer.run_once(&pipelines).await;
+    let (report, result) = syncer.run_once(pipelines).await;
     result?;
     let seconds = started.elapsed().as_secs_f64();
-    let rows: i64 = sink
-        .call(|s| {
+    let rows: i64 = syncer
+        .sink
+        .call(move |s| {
             s.connection()
-                .query_row("SELECT count(*) FROM news_items", [], |r| r.get(0))
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
         })
         .await?
         .map_err(|e| SyncError::Other(format!("counting rows: {e}")))?;
-    sink.close().await;
+    syncer.sink.close().await;
     Ok(IngestChildReport {
         rows: rows as u64,
         requests: report.outcomes.iter().map(|o| o.requests).sum(),
@@ -169,16 +178,7 @@ async fn child_baseline_news(
                 url::form_urlencoded::byte_serialize(cursor.as_bytes()).collect::<String>()
             ));
         }
-        let body = http
-            .get(&url)
-            .header("X-API-KEY", BENCH_KEY)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| SyncError::Other(format!("baseline fetch: {e}")))?
-            .bytes()
-            .await
-            .map_err(|e| SyncError::Other(format!("baseline fetch: {e}")))?;
+        let body = baseline_fetch(&http, &url).await?;
         let (count, oldest, next) = page_shape(&body)?;
         pages.push(body);
         if count == 0 || oldest.is_some_and(|t| t < horizon) {
@@ -287,28 +287,9 @@ async fn child_fdsync_prices(
     }
     let clock = crate::clock::Clock::simulated(bench_start(), 0.0);
     let syncer = crate::demo::syncer_at(base_url, BENCH_KEY, config, warehouse, clock, "fdsync bench ingest").await?;
-    let sink = syncer.sink.clone();
     let (_, resolved) = syncer.run_once(&resolve).await;
     resolved?;
-    let started = Instant::now();
-    let (report, result) = syncer.run_once(&prices).await;
-    result?;
-    let seconds = started.elapsed().as_secs_f64();
-    let rows: i64 = sink
-        .call(|s| {
-            s.connection()
-                .query_row("SELECT count(*) FROM prices_daily", [], |r| r.get(0))
-        })
-        .await?
-        .map_err(|e| SyncError::Other(format!("counting rows: {e}")))?;
-    sink.close().await;
-    Ok(IngestChildReport {
-        rows: rows as u64,
-        requests: report.outcomes.iter().map(|o| o.requests).sum(),
-        seconds,
-        fetch_seconds: 0.0,
-        peak_kib: memory_of(std::process::id()).map_or(0, |m| m.peak_kib),
-    })
+    timed_sync(&syncer, &prices, "prices_daily").await
 }
 
 /// The baseline for prices: each company's full history fetched first (the
@@ -331,16 +312,7 @@ async fn child_baseline_prices(
     let mut pages: Vec<(String, bytes::Bytes)> = Vec::new();
     for company in generated_companies(companies) {
         let url = format!("{base_url}/api/v1/companies/{company}/prices?range={range}");
-        let body = http
-            .get(&url)
-            .header("X-API-KEY", BENCH_KEY)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| SyncError::Other(format!("baseline fetch: {e}")))?
-            .bytes()
-            .await
-            .map_err(|e| SyncError::Other(format!("baseline fetch: {e}")))?;
+        let body = baseline_fetch(&http, &url).await?;
         pages.push((company, body));
     }
     let fetch_seconds = fetch_started.elapsed().as_secs_f64();
@@ -391,6 +363,22 @@ async fn child_baseline_prices(
         fetch_seconds,
         peak_kib: memory_of(std::process::id()).map_or(0, |m| m.peak_kib),
     })
+}
+
+/// One baseline request, with the key, its body read whole.
+async fn baseline_fetch(http: &reqwest::Client, url: &str) -> Result<bytes::Bytes, SyncError> {
+    let fetched = async {
+        http.get(url)
+            .header("X-API-KEY", BENCH_KEY)
+            .send()
+            .await?
+            .error_for_status()?
+            .bytes()
+            .await
+    };
+    fetched
+        .await
+        .map_err(|e| SyncError::Other(format!("baseline fetch: {e}")))
 }
 
 /// Items on a page, the oldest `firstSeenAt` among them, and the `before`
