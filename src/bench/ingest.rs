@@ -191,22 +191,16 @@ async fn child_baseline_news(
     }
     let fetch_seconds = fetch_started.elapsed().as_secs_f64();
 
-    let conn = duckdb::Connection::open(warehouse).map_err(|e| SyncError::Other(format!("baseline warehouse: {e}")))?;
-    conn.execute_batch(
+    let (rows, seconds) = timed_append(
+        warehouse,
         "CREATE TABLE news_plain (id VARCHAR, published_at TIMESTAMPTZ, first_seen_at TIMESTAMPTZ,
             updated_at TIMESTAMPTZ, headline VARCHAR, snippet VARCHAR, body VARCHAR, url VARCHAR,
             source_id VARCHAR, source_name VARCHAR, licence_class VARCHAR, attribution VARCHAR,
             display_policy VARCHAR, tickers VARCHAR, ciks VARCHAR, people VARCHAR, indicators VARCHAR,
             topics VARCHAR, storyline_id VARCHAR, importance BIGINT, flash BOOLEAN, form VARCHAR, raw VARCHAR)",
-    )
-    .map_err(|e| SyncError::Other(format!("baseline table: {e}")))?;
-    let started = Instant::now();
-    let mut rows = 0u64;
-    {
-        let mut appender = conn
-            .appender("news_plain")
-            .map_err(|e| SyncError::Other(format!("baseline appender: {e}")))?;
-        for body in &pages {
+        "news_plain",
+        &pages,
+        |appender, body, rows| {
             let page: wire::NewsPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
             for raw in &page.items {
                 let item: wire::NewsItem =
@@ -241,14 +235,11 @@ async fn child_baseline_news(
                         raw.get(),
                     ])
                     .map_err(|e| SyncError::Other(format!("baseline append: {e}")))?;
-                rows += 1;
+                *rows += 1;
             }
-        }
-        appender
-            .flush()
-            .map_err(|e| SyncError::Other(format!("baseline flush: {e}")))?;
-    }
-    let seconds = started.elapsed().as_secs_f64();
+            Ok(())
+        },
+    )?;
     Ok(IngestChildReport {
         rows,
         requests: pages.len() as u64,
@@ -317,19 +308,13 @@ async fn child_baseline_prices(
     }
     let fetch_seconds = fetch_started.elapsed().as_secs_f64();
 
-    let conn = duckdb::Connection::open(warehouse).map_err(|e| SyncError::Other(format!("baseline warehouse: {e}")))?;
-    conn.execute_batch(
+    let (rows, seconds) = timed_append(
+        warehouse,
         "CREATE TABLE prices_plain (company_key VARCHAR, date DATE, symbol VARCHAR, t_ms BIGINT,
             open DOUBLE, high DOUBLE, low DOUBLE, close DOUBLE, volume BIGINT, raw VARCHAR)",
-    )
-    .map_err(|e| SyncError::Other(format!("baseline table: {e}")))?;
-    let started = Instant::now();
-    let mut rows = 0u64;
-    {
-        let mut appender = conn
-            .appender("prices_plain")
-            .map_err(|e| SyncError::Other(format!("baseline appender: {e}")))?;
-        for (company, body) in &pages {
+        "prices_plain",
+        &pages,
+        |appender, (company, body), rows| {
             let page: wire::PricesPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
             for raw in &page.bars {
                 let bar: wire::Bar = serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
@@ -348,14 +333,11 @@ async fn child_baseline_prices(
                         raw.get(),
                     ])
                     .map_err(|e| SyncError::Other(format!("baseline append: {e}")))?;
-                rows += 1;
+                *rows += 1;
             }
-        }
-        appender
-            .flush()
-            .map_err(|e| SyncError::Other(format!("baseline flush: {e}")))?;
-    }
-    let seconds = started.elapsed().as_secs_f64();
+            Ok(())
+        },
+    )?;
     Ok(IngestChildReport {
         rows,
         requests: pages.len() as u64,
@@ -363,6 +345,33 @@ async fn child_baseline_prices(
         fetch_seconds,
         peak_kib: memory_of(std::process::id()).map_or(0, |m| m.peak_kib),
     })
+}
+
+/// The baseline's timed part: a fresh plain table (`create`), every page
+/// appended by `append` with DuckDB's Appender (counting its rows), one flush.
+/// Returns the rows and the seconds it took.
+fn timed_append<P>(
+    warehouse: &std::path::Path,
+    create: &str,
+    table: &str,
+    pages: &[P],
+    mut append: impl FnMut(&mut duckdb::Appender<'_>, &P, &mut u64) -> Result<(), SyncError>,
+) -> Result<(u64, f64), SyncError> {
+    let conn = duckdb::Connection::open(warehouse).map_err(|e| SyncError::Other(format!("baseline warehouse: {e}")))?;
+    conn.execute_batch(create)
+        .map_err(|e| SyncError::Other(format!("baseline table: {e}")))?;
+    let started = Instant::now();
+    let mut rows = 0u64;
+    let mut appender = conn
+        .appender(table)
+        .map_err(|e| SyncError::Other(format!("baseline appender: {e}")))?;
+    for page in pages {
+        append(&mut appender, page, &mut rows)?;
+    }
+    appender
+        .flush()
+        .map_err(|e| SyncError::Other(format!("baseline flush: {e}")))?;
+    Ok((rows, started.elapsed().as_secs_f64()))
 }
 
 /// One baseline request, with the key, its body read whole.
