@@ -50,6 +50,19 @@ impl ColumnBuilder {
         }
     }
 
+    /// Bytes the column's values hold so far (offsets and validity left out).
+    fn value_bytes(&self) -> usize {
+        match self {
+            ColumnBuilder::Text(b) => b.values_slice().len(),
+            ColumnBuilder::Int(b) => b.len() * 8,
+            ColumnBuilder::Float(b) => b.len() * 8,
+            ColumnBuilder::Bool(b) => b.len() / 8,
+            ColumnBuilder::Date(b) => b.len() * 4,
+            ColumnBuilder::Timestamp(b) => b.len() * 8,
+            ColumnBuilder::TextList(b) => b.values_ref().values_slice().len(),
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             ColumnBuilder::Text(b) => b.len(),
@@ -100,6 +113,12 @@ impl BatchBuilder {
 
     pub fn is_empty(&self) -> bool {
         self.rows == 0
+    }
+
+    /// About the bytes the rows so far hold: what bounds the rows fetched but
+    /// not yet committed.
+    pub fn value_bytes(&self) -> usize {
+        self.columns.iter().map(ColumnBuilder::value_bytes).sum()
     }
 
     /// Starts a row; write every own column in order, then call [`RowWriter::end`].

@@ -104,7 +104,8 @@ pub struct WarehouseConfig {
     #[serde(default = "default_release_ms")]
     pub release_when_idle_ms: u64,
     /// DuckDB's memory limit for the writer, in MiB: beyond it DuckDB spills
-    /// to a temp folder beside the database instead of growing.
+    /// to a temp folder beside the database instead of growing. A quarter of
+    /// it bounds the rows fetched and not yet committed.
     #[serde(default = "default_memory_limit_mb")]
     pub memory_limit_mb: u64,
     /// DuckDB's worker threads for the writer. Its statements are small

@@ -88,6 +88,12 @@ impl Rows {
         self.builders.iter().map(BatchBuilder::len).sum()
     }
 
+    /// About the bytes these rows hold, quarantined records included.
+    pub fn value_bytes(&self) -> usize {
+        let quarantined: usize = self.quarantined.iter().map(|q| q.record.len() + q.error.len()).sum();
+        self.builders.iter().map(BatchBuilder::value_bytes).sum::<usize>() + quarantined
+    }
+
     /// Finished batches, the quarantine included.
     ///
     /// # Errors

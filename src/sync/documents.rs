@@ -5,7 +5,7 @@ use chrono::Duration;
 use futures::StreamExt;
 use serde_json::value::RawValue;
 
-use super::{FetchedRows, Member, Progress, SyncError, Syncer, found, send_fetched, upstream_error};
+use super::{FetchedTx, Member, Progress, SyncError, Syncer, found, send_fetched, upstream_error};
 use crate::pipeline::Pipeline;
 use crate::records::{self, Rows};
 use crate::sink::Checkpoint;
@@ -61,7 +61,7 @@ impl Syncer {
         section_route: &str,
         since: chrono::NaiveDate,
         progress: &mut Progress,
-        done: &tokio::sync::mpsc::Sender<FetchedRows>,
+        done: &FetchedTx,
     ) -> Result<bool, SyncError> {
         let route = pipeline.route.replace("{company}", &encode(&member.key));
         let fetched = self

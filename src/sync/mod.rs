@@ -11,6 +11,7 @@ mod news;
 mod stream;
 
 use std::fmt;
+use std::sync::Arc;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::StreamExt;
@@ -153,11 +154,33 @@ const UNIVERSE_PIPELINE: &str = "companies";
 /// rows and the checkpoints they complete, or the error that ends the run.
 type FetchedRows = Result<(Rows, Vec<Checkpoint>), SyncError>;
 
+/// The fetch side's end of [`Syncer::commit_as_fetched`].
+#[derive(Clone)]
+struct FetchedTx {
+    tx: tokio::sync::mpsc::Sender<(FetchedRows, u32)>,
+    /// Room left, in KiB, for rows fetched and not yet committed.
+    room: Arc<tokio::sync::Semaphore>,
+    /// All the room there is: one fetch larger than it waits for all of it.
+    room_kib: u32,
+}
+
 /// Hands `fetched` to the commit side; false when the fetching must stop
-/// (it was an error, or the commit side stopped on one).
-async fn send_fetched(done: &tokio::sync::mpsc::Sender<FetchedRows>, fetched: FetchedRows) -> bool {
+/// (it was an error, or the commit side stopped on one). Waits while the
+/// rows fetched and not yet committed fill [`Syncer::in_flight_kib`].
+async fn send_fetched(done: &FetchedTx, fetched: FetchedRows) -> bool {
     let stop = fetched.is_err();
-    done.send(fetched).await.is_ok() && !stop
+    let kib = match &fetched {
+        Ok((rows, _)) => u32::try_from(rows.value_bytes() / 1024)
+            .unwrap_or(u32::MAX)
+            .min(done.room_kib),
+        Err(_) => 0,
+    };
+    let Ok(permit) = done.room.acquire_many(kib).await else {
+        return false;
+    };
+    // Given back by the commit side once these rows are committed.
+    permit.forget();
+    done.tx.send((fetched, kib)).await.is_ok() && !stop
 }
 
 /// Pages (or companies) committed in one transaction at most, when they
@@ -166,6 +189,16 @@ async fn send_fetched(done: &tokio::sync::mpsc::Sender<FetchedRows>, fetched: Fe
 const COMMIT_GROUP: usize = 10;
 
 impl Syncer {
+    /// Rows fetched and not yet committed, at most, in KiB of values: a
+    /// quarter of `[warehouse] memory_limit_mb`, so that one setting sizes the
+    /// process. The group committing and the next one fetched share it: ten
+    /// companies' whole price histories are about 12 MiB, so the default (64)
+    /// keeps groups of ten, and a 32 MiB limit (8) commits about four at once,
+    /// slower but 25 MiB smaller at its peak (BENCHMARKS.md, Memory).
+    fn in_flight_kib(&self) -> u32 {
+        u32::try_from(self.config.warehouse.memory_limit_mb.saturating_mul(1024) / 4).unwrap_or(u32::MAX)
+    }
+
     fn new_run_id(&self) -> String {
         let now = self.clock.now();
         format!(
@@ -711,10 +744,16 @@ impl Syncer {
         &self,
         run_id: &str,
         progress: &mut Progress,
-        fetch: impl FnOnce(tokio::sync::mpsc::Sender<FetchedRows>) -> F,
+        fetch: impl FnOnce(FetchedTx) -> F,
     ) -> Result<(), SyncError> {
-        let (done_tx, done_rx) = tokio::sync::mpsc::channel(COMMIT_GROUP);
-        let fetch = fetch(done_tx);
+        let (tx, done_rx) = tokio::sync::mpsc::channel(COMMIT_GROUP);
+        let room_kib = self.in_flight_kib();
+        let room = Arc::new(tokio::sync::Semaphore::new(room_kib as usize));
+        let fetch = fetch(FetchedTx {
+            tx,
+            room: room.clone(),
+            room_kib,
+        });
         // Owns the receiver: a failed commit drops it, which stops the fetching
         // (borrowed, it would outlive the failure and leave the fetch side
         // waiting for room in a full channel forever).
@@ -724,8 +763,10 @@ impl Syncer {
                 let mut pages = Vec::new();
                 let mut covered = Vec::new();
                 let mut failure = None;
+                let mut kib = 0;
                 let ready = std::iter::once(first).chain(std::iter::from_fn(|| done_rx.try_recv().ok()));
-                for fetched in ready.take(COMMIT_GROUP) {
+                for (fetched, size) in ready.take(COMMIT_GROUP) {
+                    kib += size;
                     match fetched {
                         Ok((rows, checkpoints)) => {
                             pages.push(rows);
@@ -740,6 +781,7 @@ impl Syncer {
                 if !pages.is_empty() {
                     self.commit_pages(run_id, pages, covered, progress).await?;
                 }
+                room.add_permits(kib as usize);
                 if let Some(e) = failure {
                     return Err(e);
                 }
