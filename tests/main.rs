@@ -26,3 +26,5 @@ mod operations;
 mod pacing;
 /// Every pipeline's tables against the emulator's ground truth.
 mod pipelines;
+/// Crash it, starve it, feed it garbage: lose nothing (RELIABILITY.md).
+mod reliability;

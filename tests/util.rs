@@ -81,7 +81,7 @@ dir = "{}"
 
 pub const UNIVERSE: &[&str] = &["AAPL", "MSFT", "0000789019", "TW:2330", "JP:7203", "O"];
 
-async fn syncer(config: Config, clock: &Clock) -> Syncer {
+pub async fn syncer(config: Config, clock: &Clock) -> Syncer {
     // The configured key file when there is one, as `fdsync sync` would read it.
     let key = config
         .api_key()

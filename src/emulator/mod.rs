@@ -174,10 +174,13 @@ pub struct Faults {
     /// A 200 whose first record list has its first record replaced by one of
     /// the wrong shape (the rest of the page intact): a record to quarantine.
     pub bad_record: f64,
+    /// A 429 `rate_limited` with `Retry-After: 1`, as seconds or as an
+    /// HTTP date (alternately): a storm of them at high rates.
+    pub throttle: f64,
 }
 
 impl Faults {
-    /// `5xx=0.1,reset=0.05,truncate=0.05,slow=0.1,slow_ms=200,bad_record=0.1`.
+    /// `5xx=0.1,reset=0.05,truncate=0.05,slow=0.1,slow_ms=200,bad_record=0.1,throttle=0.1`.
     pub fn parse(s: &str) -> Result<Faults, String> {
         let mut f = Faults {
             slow_ms: 200,
@@ -194,13 +197,14 @@ impl Faults {
                 "truncate" => &mut f.truncate,
                 "slow" => &mut f.slow,
                 "bad_record" => &mut f.bad_record,
+                "throttle" => &mut f.throttle,
                 "slow_ms" => {
                     f.slow_ms = rate as u64;
                     continue;
                 }
                 _ => {
                     return Err(format!(
-                        "{k:?}: expected 5xx, reset, truncate, slow, slow_ms or bad_record"
+                        "{k:?}: expected 5xx, reset, truncate, slow, slow_ms, bad_record or throttle"
                     ));
                 }
             };
@@ -1235,6 +1239,21 @@ async fn inject_faults(State(state): State<Arc<AppState>>, req: Request, next: N
         injected();
         return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable").into_response();
     }
+    if roll(6) < faults.throttle {
+        injected();
+        let mut r = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate limit exceeded (injected)")
+            .code("rate_limited")
+            .into_response();
+        // Both forms RFC 9110 allows; a client must read either.
+        let retry_after = if k % 2 == 0 {
+            HeaderValue::from(1u64)
+        } else {
+            let at = std::time::SystemTime::from(state.clock.now() + chrono::Duration::seconds(1));
+            HeaderValue::from_str(&httpdate::fmt_http_date(at)).unwrap_or(HeaderValue::from(1u64))
+        };
+        r.headers_mut().insert("retry-after", retry_after);
+        return r;
+    }
     let response = next.run(req).await;
     if roll(3) < faults.reset {
         injected();
@@ -1251,8 +1270,29 @@ async fn inject_faults(State(state): State<Arc<AppState>>, req: Request, next: N
         injected();
         let (mut parts, body) = response.into_parts();
         let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+        let half = bytes.slice(..bytes.len() / 2);
+        let plain_text = parts
+            .headers
+            .get(axum::http::header::CONTENT_TYPE)
+            .is_some_and(|t| t.as_bytes().starts_with(b"text/plain"));
+        if plain_text {
+            // Half a text is still a text: no client could tell. The cut a
+            // client can see is the one in transit, short of the length the
+            // headers announced, as a dropped connection leaves it.
+            parts
+                .headers
+                .insert(axum::http::header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+            let cut = futures::stream::iter([
+                Ok::<_, std::io::Error>(half),
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "injected truncation",
+                )),
+            ]);
+            return Response::from_parts(parts, axum::body::Body::from_stream(cut));
+        }
         parts.headers.remove(axum::http::header::CONTENT_LENGTH);
-        return Response::from_parts(parts, axum::body::Body::from(bytes.slice(..bytes.len() / 2)));
+        return Response::from_parts(parts, axum::body::Body::from(half));
     }
     if roll(5) < faults.bad_record && response.status().is_success() {
         let (mut parts, body) = response.into_parts();

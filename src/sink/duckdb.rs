@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use arrow::record_batch::RecordBatch;
 use chrono::Utc;
 use duckdb::Connection;
 
@@ -51,6 +52,10 @@ struct Merge {
     statements: Vec<String>,
 }
 
+/// The fewest rows a merge statement takes when a batch is sliced: below
+/// this a statement's fixed cost outweighs the memory it saves.
+const MIN_SLICE_ROWS: usize = 256;
+
 /// Prepared statements kept per connection: a few per table.
 const STATEMENT_CACHE: usize = 256;
 
@@ -72,6 +77,15 @@ fn explain_open_error(message: &str) -> String {
         format!(
             "another process has the database file open ({message}). Close it (a reader should open the file \
              read-only, and only while fdsync is idle: see docs/operations.md), then run again."
+        )
+    } else if ["Permission denied", "Operation not permitted", "Read-only file system"]
+        .iter()
+        .any(|m| message.contains(m))
+    {
+        format!(
+            "{message}. fdsync must be able to write the file and create files beside it (its .wal and \
+             .lock); check the permissions, that the disk is not mounted read-only, and `lsattr` for an \
+             immutable flag, then run again; nothing stored was changed."
         )
     } else {
         message.to_owned()
@@ -248,10 +262,16 @@ impl DuckDbSink {
         self.conn
             .execute_batch("BEGIN TRANSACTION")
             .map_err(sql_err("-", "begin"))?;
-        match self.next_commit_seq().and_then(|seq| self.commit_inner(commit, seq)) {
-            Ok(stats) => {
+        let committed = self
+            .next_commit_seq()
+            .and_then(|seq| self.commit_inner(commit, seq))
+            .and_then(|stats| {
                 let loaded = started.elapsed();
                 self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit"))?;
+                Ok((stats, loaded))
+            });
+        match committed {
+            Ok((stats, loaded)) => {
                 tracing::trace!(
                     message = "Committed.",
                     load_ms = loaded.as_secs_f64() * 1e3,
@@ -260,19 +280,35 @@ impl DuckDbSink {
                 Ok(stats)
             }
             Err(e) => {
+                // After a failed COMMIT no transaction is left: this fails, harmlessly.
                 let _ = self.conn.execute_batch("ROLLBACK");
-                Err(match e {
-                    SinkError::Sql { table, context, source } if source.to_string().contains("Out of Memory") => {
-                        SinkError::OutOfMemory {
-                            table,
-                            context,
-                            limit_mb: self.memory_limit_mb,
-                            message: source.to_string().lines().next().unwrap_or_default().to_owned(),
-                        }
-                    }
-                    other => other,
-                })
+                Err(self.explained(e))
             }
+        }
+    }
+
+    /// `e`, named for what the operator can do about it when it is DuckDB
+    /// running out of memory or of disk.
+    fn explained(&self, e: SinkError) -> SinkError {
+        let SinkError::Sql { table, context, source } = e else {
+            return e;
+        };
+        let message = source.to_string();
+        let first_line = message.lines().next().unwrap_or_default().to_owned();
+        if message.contains("Out of Memory") {
+            SinkError::OutOfMemory {
+                table,
+                context,
+                limit_mb: self.memory_limit_mb,
+                message: first_line,
+            }
+        } else if message.contains("No space left on device") {
+            SinkError::DiskFull {
+                path: self.path.clone(),
+                message: first_line,
+            }
+        } else {
+            SinkError::Sql { table, context, source }
         }
     }
 
@@ -325,15 +361,64 @@ impl DuckDbSink {
     fn load(
         &mut self,
         table: &'static TableDef,
-        batch: arrow::record_batch::RecordBatch,
+        batch: RecordBatch,
+        partitions: &[String],
+        seq: i64,
+    ) -> Result<u64, SinkError> {
+        self.merges.entry(table.name).or_insert_with(|| Merge {
+            create_stage: create_stage(table),
+            statements: merge_statements(table),
+        });
+        let mut written = 0;
+        for slice in self.slices(table, batch) {
+            written += self.load_slice(table, slice, partitions, seq)?;
+        }
+        Ok(written)
+    }
+
+    /// `batch` cut into the slices merged one statement at a time. DuckDB's
+    /// `INSERT ... ON CONFLICT` holds a statement's whole input in memory:
+    /// ten companies' price histories (50,000 rows) in one statement ran out
+    /// of 48 MiB, the same rows in five statements of one transaction did
+    /// not. A slice is at most a sixteenth of the memory limit, so at the
+    /// default limit a commit of ten companies stays one statement.
+    fn slices(&self, table: &TableDef, batch: RecordBatch) -> Vec<RecordBatch> {
+        let rows = batch.num_rows();
+        let bytes = batch.get_array_memory_size().max(1);
+        let budget = usize::try_from(self.memory_limit_mb << 20).unwrap_or(usize::MAX) / 16;
+        let per_slice = (rows.saturating_mul(budget) / bytes).max(MIN_SLICE_ROWS);
+        // Replace deletes what the whole batch no longer holds, and History and
+        // AppendOnChange compare with what is stored: those see the batch whole.
+        let last_first = match table.load {
+            LoadRule::Upsert => false,
+            LoadRule::Append | LoadRule::InsertOnce => true,
+            LoadRule::Replace | LoadRule::History | LoadRule::AppendOnChange => return vec![batch],
+        };
+        if rows <= per_slice {
+            return vec![batch];
+        }
+        let mut slices: Vec<RecordBatch> = (0..rows)
+            .step_by(per_slice)
+            .map(|offset| batch.slice(offset, per_slice.min(rows - offset)))
+            .collect();
+        // The last staged row of a key wins. An upsert's later slice overwrites
+        // an earlier one; an insert-once keeps the first it sees, so its slices
+        // go last first.
+        if last_first {
+            slices.reverse();
+        }
+        slices
+    }
+
+    fn load_slice(
+        &mut self,
+        table: &'static TableDef,
+        batch: RecordBatch,
         partitions: &[String],
         seq: i64,
     ) -> Result<u64, SinkError> {
         let stage = staging(table);
-        let merge = self.merges.entry(table.name).or_insert_with(|| Merge {
-            create_stage: create_stage(table),
-            statements: merge_statements(table),
-        });
+        let merge = &self.merges[table.name];
         self.conn
             .execute_batch(&merge.create_stage)
             .map_err(sql_err(table.name, "preparing the staging table"))?;
@@ -561,4 +646,99 @@ fn merge_statements(table: &TableDef) -> Vec<String> {
     };
     statements.push(last);
     statements
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::date32;
+    use chrono::NaiveDate;
+
+    /// 30,000 price bars of one company on distinct days, then its first day
+    /// again closing at `last_close`: the two rows of that key land in
+    /// different slices at a 32 MiB limit.
+    fn prices_with_a_repeat(last_close: f64) -> TableBatch {
+        let table = tables::table("prices_daily").unwrap();
+        let mut b = BatchBuilder::new(table, "run-1", Utc::now());
+        let day0 = NaiveDate::from_ymd_opt(1950, 1, 1).unwrap();
+        for i in 0..=30_000i64 {
+            let (day, close) = if i == 30_000 { (0, last_close) } else { (i, 1.0) };
+            let date = day0 + chrono::Duration::days(day);
+            b.row()
+                .text(Some("S0001"))
+                .date(Some(date))
+                .text(Some("S1"))
+                .int(Some(i64::from(date32(date)) * 86_400_000))
+                .float(Some(1.0))
+                .float(Some(1.0))
+                .float(Some(1.0))
+                .float(Some(close))
+                .int(Some(100))
+                .end(
+                    r#"{"padding":"a raw record long enough to make the batch several MiB"}"#,
+                    "/x",
+                );
+        }
+        TableBatch::build(b).unwrap()
+    }
+
+    fn text_rows(texts: &[&str]) -> TableBatch {
+        let table = tables::table("event_item_texts").unwrap();
+        let mut b = BatchBuilder::new(table, "run-1", Utc::now());
+        for (i, text) in texts.iter().enumerate() {
+            // Every row but the last has its own key; the last repeats the first's.
+            let accession = if i + 1 == texts.len() {
+                "0".to_owned()
+            } else {
+                i.to_string()
+            };
+            b.row()
+                .text(Some(&accession))
+                .text(Some("8.01"))
+                .text(Some("S0001"))
+                .text(Some(text))
+                .end("{}", "/x");
+        }
+        TableBatch::build(b).unwrap()
+    }
+
+    #[test]
+    fn a_batch_merged_in_slices_keeps_the_last_row_of_each_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings {
+            memory_limit_mb: 32,
+            threads: 1,
+        };
+        let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &settings).unwrap();
+        let prices = prices_with_a_repeat(7.0);
+        let table = prices.table;
+        assert!(
+            sink.slices(table, prices.batch.clone()).len() > 1,
+            "the batch is sliced"
+        );
+        let long = "x".repeat(400);
+        let mut texts = vec![long.as_str(); 20_000];
+        texts.push("the last one");
+        let texts = text_rows(&texts);
+        assert!(
+            sink.slices(texts.table, texts.batch.clone()).len() > 1,
+            "the batch is sliced"
+        );
+        sink.commit(Commit {
+            batches: vec![prices, texts],
+            checkpoints: Vec::new(),
+        })
+        .unwrap();
+        let one = |sql: &str| -> String { sink.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(one("SELECT count(*)::VARCHAR FROM prices_daily"), "30000");
+        assert_eq!(
+            one("SELECT close::VARCHAR FROM prices_daily WHERE date = DATE '1950-01-01'"),
+            "7.0"
+        );
+        assert_eq!(one("SELECT count(*)::VARCHAR FROM event_item_texts"), "20000");
+        assert_eq!(
+            one("SELECT text FROM event_item_texts WHERE accession = '0'"),
+            "the last one"
+        );
+    }
 }

@@ -38,6 +38,12 @@ pub enum SinkError {
         limit_mb: u64,
         message: String,
     },
+    #[error(
+        "the disk holding the warehouse {path} is full ({message}); free space there or move the warehouse \
+         ([warehouse] duckdb), then run again; nothing is lost: the commit was rolled back and the next run \
+         resumes from the last one"
+    )]
+    DiskFull { path: PathBuf, message: String },
     #[error("building a batch for {table}: {source}")]
     Batch {
         table: String,

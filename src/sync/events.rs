@@ -318,14 +318,20 @@ impl Syncer {
                     };
                     let fetched = self
                         .client
+                        // A whole body that is not UTF-8 is the service's bad
+                        // record, not a failed request: quarantined, not retried.
                         .get(&route, Access::Key, |body| {
-                            std::str::from_utf8(body).map(str::to_owned).map_err(|e| e.to_string())
+                            Ok(String::from_utf8(body.to_vec())
+                                .map_err(|e| (String::from_utf8_lossy(body).into_owned(), e.to_string())))
                         })
                         .await;
                     match fetched {
                         Ok(f) => {
                             rows.route = route;
-                            records::event_item_text(&mut rows, &accession, &item, &company, &f.value);
+                            match f.value {
+                                Ok(text) => records::event_item_text(&mut rows, &accession, &item, &company, &text),
+                                Err((lossy, why)) => rows.quarantine(&lossy, format!("item text is not UTF-8: {why}")),
+                            }
                         }
                         // The filing has coded items after all: the 400 lists them.
                         Err(UpstreamError::BadRequest { body, .. }) if item.is_empty() && body.items.is_some() => {

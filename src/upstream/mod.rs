@@ -113,6 +113,19 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
+/// What a log line or a panic message may show of a client: never the key.
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key = self.inner.key.read().unwrap_or_else(|e| e.into_inner());
+        f.debug_struct("Client")
+            .field("base", &self.inner.base)
+            .field("key", &*key)
+            .field("key_file", &self.inner.key_file)
+            .field("max_attempts", &self.inner.max_attempts)
+            .finish_non_exhaustive()
+    }
+}
+
 struct Inner {
     http: reqwest::Client,
     /// For the news stream: no overall timeout (the server holds it ~280 s),

@@ -106,11 +106,22 @@ impl QuotaWindow {
 pub fn retry_after(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
     let value = header(headers, "retry-after")?;
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0 * 31.0)));
+        // A positive value below a nanosecond (`1e-10`) is zero too.
+        return (secs.is_finite() && secs > 0.0)
+            .then(|| Duration::from_secs_f64(secs.min(LONGEST_RETRY_AFTER_SECS)))
+            .filter(|d| !d.is_zero());
     }
     let at: DateTime<Utc> = httpdate::parse_http_date(value).ok()?.into();
-    (at - now).to_std().ok().filter(|d| !d.is_zero())
+    (at - now)
+        .to_std()
+        .ok()
+        .filter(|d| !d.is_zero())
+        .map(|d| d.min(Duration::from_secs_f64(LONGEST_RETRY_AFTER_SECS)))
 }
+
+/// The longest wait a `Retry-After` is taken at, in either form: a monthly
+/// quota's reset. A date years away is a broken header, not a reason to hang.
+const LONGEST_RETRY_AFTER_SECS: f64 = 86_400.0 * 31.0;
 
 /// Safety margin past a window's announced end: `RateLimit-Reset` is whole seconds
 /// and the service may round either way, so one second more never meets a stale window.
