@@ -983,3 +983,41 @@ mod garbage {
         }
     }
 }
+
+/// A commit failing in the middle of a per-company pipeline (the disk fills
+/// up), while the fetching waits for room for the rows not yet committed:
+/// the run ends (it does not hang) with an error that says what to do, and
+/// what was committed before is kept.
+#[tokio::test]
+async fn a_commit_failing_while_the_fetching_waits_ends_the_run() {
+    let emulator = unlimited_emulator().await;
+    let disk = SmallDisk::mount(6 * 1024);
+    let warehouse = disk.dir.path().join("wh.duckdb");
+    let generated: Vec<String> = (0..30).map(|i| format!("S{i:04}")).collect();
+    let companies: Vec<&str> = generated.iter().map(String::as_str).collect();
+    // 16 MiB for DuckDB leaves 4 MiB for rows fetched and not yet committed:
+    // about three companies' histories, so the fetching soon waits.
+    let text = config_text(&emulator.base_url(), &warehouse, &companies)
+        .replace("[warehouse]\n", "[warehouse]\nmemory_limit_mb = 16\n");
+    let config = Config::from_toml(&text, Path::new("test.toml"), std::iter::empty()).unwrap();
+    let pipelines: Vec<_> = fdsync::pipeline::load_dir(&crate::util::repo().join("pipelines"), None)
+        .unwrap()
+        .into_iter()
+        .filter(|p| ["companies", "prices"].contains(&p.name.as_str()))
+        .collect();
+    let syncer = crate::util::syncer(config, &Clock::simulated(start_time(), 0.0)).await;
+    // A guard against the hang this test is about, not a timing.
+    let (_, result) = tokio::time::timeout(std::time::Duration::from_secs(300), syncer.run_once(&pipelines))
+        .await
+        .expect("the run ended");
+    let said = result.unwrap_err().to_string();
+    assert!(said.contains("disk holding the warehouse"), "{said}");
+    let count = |sql: &'static str| {
+        syncer
+            .sink
+            .call(move |s| s.connection().query_row(sql, [], |r| r.get::<_, i64>(0)))
+    };
+    assert_eq!(count("SELECT count(*) FROM companies").await.unwrap().unwrap(), 30);
+    let bars = count("SELECT count(*) FROM prices_daily").await.unwrap().unwrap();
+    println!("reliability: a commit failing while the fetching waits: the run ended after {bars} bars: {said}");
+}

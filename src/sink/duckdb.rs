@@ -390,8 +390,10 @@ impl DuckDbSink {
         // Replace deletes what the whole batch no longer holds, and History and
         // AppendOnChange compare with what is stored: those see the batch whole.
         let last_first = match table.load {
+            // A keyless log keeps its rows in the order they came.
             LoadRule::Upsert => false,
-            LoadRule::Append | LoadRule::InsertOnce => true,
+            LoadRule::Append => !table.key.is_empty(),
+            LoadRule::InsertOnce => true,
             LoadRule::Replace | LoadRule::History | LoadRule::AppendOnChange => return vec![batch],
         };
         if rows <= per_slice {

@@ -754,42 +754,55 @@ impl Syncer {
             room: room.clone(),
             room_kib,
         });
-        // Owns the receiver: a failed commit drops it, which stops the fetching
-        // (borrowed, it would outlive the failure and leave the fetch side
-        // waiting for room in a full channel forever).
         let commit = async {
-            let mut done_rx = done_rx;
-            while let Some(first) = done_rx.recv().await {
-                let mut pages = Vec::new();
-                let mut covered = Vec::new();
-                let mut failure = None;
-                let mut kib = 0;
-                let ready = std::iter::once(first).chain(std::iter::from_fn(|| done_rx.try_recv().ok()));
-                for (fetched, size) in ready.take(COMMIT_GROUP) {
-                    kib += size;
-                    match fetched {
-                        Ok((rows, checkpoints)) => {
-                            pages.push(rows);
-                            covered.extend(checkpoints);
-                        }
-                        Err(e) => {
-                            failure = Some(e);
-                            break;
-                        }
-                    }
-                }
-                if !pages.is_empty() {
-                    self.commit_pages(run_id, pages, covered, progress).await?;
-                }
-                room.add_permits(kib as usize);
-                if let Some(e) = failure {
-                    return Err(e);
-                }
-            }
-            Ok(())
+            let committed = self.commit_fetched(run_id, progress, done_rx, &room).await;
+            // Ends a fetch side waiting for room that a failed commit will never give back.
+            room.close();
+            committed
         };
         let ((), committed) = tokio::join!(fetch, commit);
         committed
+    }
+
+    /// The commit side of [`Syncer::commit_as_fetched`]. Owns the receiver: a
+    /// failed commit drops it, which stops the fetching (borrowed, it would
+    /// outlive the failure and leave the fetch side waiting for room in a full
+    /// channel forever).
+    async fn commit_fetched(
+        &self,
+        run_id: &str,
+        progress: &mut Progress,
+        mut done_rx: tokio::sync::mpsc::Receiver<(FetchedRows, u32)>,
+        room: &tokio::sync::Semaphore,
+    ) -> Result<(), SyncError> {
+        while let Some(first) = done_rx.recv().await {
+            let mut pages = Vec::new();
+            let mut covered = Vec::new();
+            let mut failure = None;
+            let mut kib = 0;
+            let ready = std::iter::once(first).chain(std::iter::from_fn(|| done_rx.try_recv().ok()));
+            for (fetched, size) in ready.take(COMMIT_GROUP) {
+                kib += size;
+                match fetched {
+                    Ok((rows, checkpoints)) => {
+                        pages.push(rows);
+                        covered.extend(checkpoints);
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            if !pages.is_empty() {
+                self.commit_pages(run_id, pages, covered, progress).await?;
+            }
+            room.add_permits(kib as usize);
+            if let Some(e) = failure {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// Maps every configured identifier to its canonical `company_key`, asking the
