@@ -361,12 +361,11 @@ async fn killed_at_random_points_then_resumed_the_warehouse_equals_an_uninterrup
     );
 }
 
-/// An in-process syncer for `warehouse` whose clock is its own (frozen, moved
-/// only by its waits): backoff and Retry-After waits take no real time and
-/// leave the emulator's data where it was.
-async fn own_clock_syncer(base_url: &str, warehouse: &Path) -> fdsync::sync::Syncer {
-    let text = config_text(base_url, warehouse, UNIVERSE);
-    let config = Config::from_toml(&text, Path::new("test.toml"), std::iter::empty()).unwrap();
+/// An in-process syncer configured by `text` whose clock is its own (frozen,
+/// moved only by its waits): backoff and Retry-After waits take no real time
+/// and leave the emulator's data where it was.
+async fn own_clock_syncer(text: &str) -> fdsync::sync::Syncer {
+    let config = Config::from_toml(text, Path::new("test.toml"), std::iter::empty()).unwrap();
     crate::util::syncer(config, &Clock::simulated(start_time(), 0.0)).await
 }
 
@@ -382,7 +381,7 @@ async fn upstream_faults_at_increasing_rates_end_in_the_same_warehouse() {
     let all = fdsync::pipeline::load_dir(&crate::util::repo().join("pipelines"), None).unwrap();
 
     let reference = dir.path().join("reference.duckdb");
-    let syncer = own_clock_syncer(&emulator.base_url(), &reference).await;
+    let syncer = own_clock_syncer(&config_text(&emulator.base_url(), &reference, UNIVERSE)).await;
     let before = emulator.emulator.stats().requests;
     syncer.run_once(&all).await.1.unwrap();
     let clean = emulator.emulator.stats().requests - before;
@@ -412,7 +411,7 @@ async fn upstream_faults_at_increasing_rates_end_in_the_same_warehouse() {
         let mut runs = 0;
         loop {
             runs += 1;
-            let syncer = own_clock_syncer(&emulator.base_url(), &warehouse).await;
+            let syncer = own_clock_syncer(&config_text(&emulator.base_url(), &warehouse, UNIVERSE)).await;
             let (_, result) = syncer.run_once(&all).await;
             syncer.sink.close().await;
             if result.is_ok() {
@@ -748,7 +747,12 @@ async fn the_key_appears_nowhere() {
         }
     }
     let key = fdsync::config::ApiKey::parse(TEST_KEY, "test").unwrap();
-    let syncer = own_clock_syncer(&emulator.base_url(), &subject.dir.path().join("debug.duckdb")).await;
+    let syncer = own_clock_syncer(&config_text(
+        &emulator.base_url(),
+        &subject.dir.path().join("debug.duckdb"),
+        UNIVERSE,
+    ))
+    .await;
     let debug = format!("{key:?} {key} {:?} {:?}", syncer.config, syncer.client);
     assert!(!debug.contains(TEST_KEY), "Debug shows the key: {debug}");
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -999,13 +1003,12 @@ async fn a_commit_failing_while_the_fetching_waits_ends_the_run() {
     // about three companies' histories, so the fetching soon waits.
     let text = config_text(&emulator.base_url(), &warehouse, &companies)
         .replace("[warehouse]\n", "[warehouse]\nmemory_limit_mb = 16\n");
-    let config = Config::from_toml(&text, Path::new("test.toml"), std::iter::empty()).unwrap();
     let pipelines: Vec<_> = fdsync::pipeline::load_dir(&crate::util::repo().join("pipelines"), None)
         .unwrap()
         .into_iter()
         .filter(|p| ["companies", "prices"].contains(&p.name.as_str()))
         .collect();
-    let syncer = crate::util::syncer(config, &Clock::simulated(start_time(), 0.0)).await;
+    let syncer = own_clock_syncer(&text).await;
     // A guard against the hang this test is about, not a timing.
     let (_, result) = tokio::time::timeout(std::time::Duration::from_secs(300), syncer.run_once(&pipelines))
         .await
