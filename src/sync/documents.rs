@@ -1,16 +1,30 @@
 //! Per-company documents that need more than one request: filing notes with
 //! their section texts, and the geo layers with their country counts.
 
-use chrono::Duration;
+use std::collections::{HashMap, HashSet};
+
+use chrono::{Duration, NaiveDate};
 use futures::StreamExt;
 use serde_json::value::RawValue;
 
-use super::{FetchedTx, Member, Progress, SyncError, Syncer, found, send_fetched, upstream_error};
+use super::{FetchedTx, Member, Progress, SyncError, Syncer, found, goes_on, send_fetched, upstream_error};
 use crate::pipeline::Pipeline;
 use crate::records::{self, Rows};
 use crate::sink::Checkpoint;
+use crate::sink::duckdb::string_list;
 use crate::upstream::{Access, encode};
 use crate::wire;
+
+/// Stored section texts by company: (accession, section key).
+type StoredSections = HashMap<String, HashSet<(String, String)>>;
+
+/// Which section texts a filings run asks for, and where.
+struct Wanted<'a> {
+    section_route: &'a str,
+    /// Filings filed before this are not read for their sections.
+    since: NaiveDate,
+    stored: &'a StoredSections,
+}
 
 impl Syncer {
     /// Each company's filing list (one request: new filings inserted once),
@@ -26,40 +40,33 @@ impl Syncer {
     ) -> Result<(), SyncError> {
         let section_route = pipeline.params.section_route.clone().expect("validated when loaded");
         let since = self.clock.now().date_naive() - Duration::days(i64::from(pipeline.params.text_days.unwrap_or(730)));
-        let mut fetch_progress = Progress::default();
-        let fetch_problems = &mut fetch_progress;
-        let (section_route, since) = (&section_route, since);
-        let committed = self
-            .commit_as_fetched(run_id, progress, |done| async move {
-                for member in members {
-                    match self
-                        .company_filings(pipeline, run_id, &member, section_route, since, fetch_problems, &done)
-                        .await
-                    {
-                        Ok(true) => {}
-                        Ok(false) => break,
-                        Err(e) => {
-                            send_fetched(&done, Err(e)).await;
-                            break;
-                        }
-                    }
+        let stored = self.stored_sections(&members, since).await?;
+        let wanted = Wanted {
+            section_route: &section_route,
+            since,
+            stored: &stored,
+        };
+        self.commit_as_fetched(run_id, progress, |done| async move {
+            let mut noted = Progress::default();
+            for member in members {
+                let step = self.company_filings(pipeline, run_id, &member, &wanted, &mut noted, &done);
+                if !goes_on(&done, step.await).await {
+                    break;
                 }
-            })
-            .await;
-        progress.absorb(fetch_progress);
-        committed
+            }
+            noted
+        })
+        .await
     }
 
     /// One company's filing list, then its missing section texts, each handed
     /// to the commit side as it arrives; false when the fetching must stop.
-    #[allow(clippy::too_many_arguments)]
     async fn company_filings(
         &self,
         pipeline: &Pipeline,
         run_id: &str,
         member: &Member,
-        section_route: &str,
-        since: chrono::NaiveDate,
+        wanted: &Wanted<'_>,
         progress: &mut Progress,
         done: &FetchedTx,
     ) -> Result<bool, SyncError> {
@@ -85,19 +92,12 @@ impl Syncer {
         if !send_fetched(done, Ok((rows, checkpoint.into_iter().collect()))).await {
             return Ok(false);
         }
-        let key = member.key.clone();
-        let stored: std::collections::HashSet<(String, String)> = self
-            .sink
-            .call(move |s| {
-                s.rows(
-                    ("filing_sections", "listing stored sections"),
-                    "SELECT accession, section_key FROM filing_sections WHERE company_key = ?",
-                    &key,
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-            })
-            .await??;
-        let wanted = filings
+        let stored = wanted.stored.get(&member.key);
+        let is_stored = |accession: &str, section: &str| {
+            stored.is_some_and(|s| s.contains(&(accession.to_owned(), section.to_owned())))
+        };
+        let since = wanted.since;
+        let wanted_sections = filings
             .into_iter()
             .filter(|f| f.filed_at.is_none_or(|d| d >= since))
             .flat_map(|f| {
@@ -107,9 +107,10 @@ impl Syncer {
                     .map(move |s| (accession.clone(), s))
                     .collect::<Vec<_>>()
             })
-            .filter(|(accession, s)| !stored.contains(&(accession.clone(), s.key.clone())));
-        let fetches = wanted.map(|(accession, section)| {
-            let route = section_route
+            .filter(|(accession, s)| !is_stored(accession, &s.key));
+        let fetches = wanted_sections.map(|(accession, section)| {
+            let route = wanted
+                .section_route
                 .replace("{company}", &encode(&member.key))
                 .replace("{accession}", &encode(&accession))
                 .replace("{section}", &encode(&section.key));
@@ -135,6 +136,39 @@ impl Syncer {
             }
         }
         Ok(true)
+    }
+
+    /// The section texts already stored of the companies' filings filed
+    /// since `since` (or undated), by company. One query for the run: asked
+    /// company by company, each query waited behind the commit in flight
+    /// (BENCHMARKS.md, Cold start).
+    async fn stored_sections(&self, members: &[Member], since: NaiveDate) -> Result<StoredSections, SyncError> {
+        if members.is_empty() {
+            return Ok(StoredSections::new());
+        }
+        let keys: Vec<String> = members.iter().map(|m| m.key.clone()).collect();
+        let sql = format!(
+            "SELECT s.company_key, s.accession, s.section_key FROM filing_sections s
+             LEFT JOIN filings f ON f.accession = s.accession
+             WHERE s.company_key IN ({}) AND (f.filed_at IS NULL OR f.filed_at >= ?::DATE)",
+            string_list(&keys)
+        );
+        let rows: Vec<(String, String, String)> = self
+            .sink
+            .call(move |s| {
+                s.rows(
+                    ("filing_sections", "listing stored sections"),
+                    &sql,
+                    &since.to_string(),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+            })
+            .await??;
+        let mut stored = StoredSections::new();
+        for (company, accession, section) in rows {
+            stored.entry(company).or_default().insert((accession, section));
+        }
+        Ok(stored)
     }
 
     /// The layer list, then counts for the configured layers it knows (all of

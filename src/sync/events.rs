@@ -1,6 +1,8 @@
 //! 8-K events: the market-wide wire by filing date, each company's index, and
 //! the item texts of the configured companies' recent filings.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -138,28 +140,34 @@ impl Syncer {
     ) -> Result<(), SyncError> {
         let checkpoints = self.checkpoints_of(pipeline).await?;
         let gated_since = self.clock.now() - Duration::days(GATED_LOOKBACK_DAYS);
-        let mut fetch_progress = Progress::default();
-        let fetch_problems = &mut fetch_progress;
-        let checkpoints = &checkpoints;
-        let committed = self
-            .commit_as_fetched(run_id, progress, |done| async move {
-                for member in members {
-                    let ready = match self
-                        .company_index(pipeline, run_id, &member, checkpoints, gated_since, fetch_problems)
-                        .await
-                    {
-                        Ok(Some((rows, checkpoint))) => Ok((rows, checkpoint.into_iter().collect())),
-                        Ok(None) => continue,
-                        Err(e) => Err(e),
-                    };
-                    if !send_fetched(&done, ready).await {
-                        break;
-                    }
-                }
+        let known: HashMap<String, IndexCursor> = members
+            .iter()
+            .filter_map(|m| {
+                let cursor = serde_json::from_str(&checkpoints.get(&m.key)?.cursor).ok()?;
+                Some((m.key.clone(), cursor))
             })
-            .await;
-        progress.absorb(fetch_progress);
-        committed
+            .collect();
+        let limits = self.index_limits(&known, gated_since).await?;
+        let (known, limits) = (&known, &limits);
+        self.commit_as_fetched(run_id, progress, |done| async move {
+            let mut noted = Progress::default();
+            for member in members {
+                let (known, limit) = (known.get(&member.key).cloned(), limits.get(&member.key).copied());
+                let step = match self
+                    .company_index(pipeline, run_id, &member, known, limit, &mut noted)
+                    .await
+                {
+                    Ok(Some((rows, checkpoint))) => Ok((rows, checkpoint.into_iter().collect())),
+                    Ok(None) => continue,
+                    Err(e) => Err(e),
+                };
+                if !send_fetched(&done, step).await {
+                    break;
+                }
+            }
+            noted
+        })
+        .await
     }
 
     /// One company's index page and the checkpoint after it; `None` when the
@@ -169,18 +177,11 @@ impl Syncer {
         pipeline: &Pipeline,
         run_id: &str,
         member: &Member,
-        checkpoints: &std::collections::HashMap<String, crate::sink::StoredCheckpoint>,
-        gated_since: DateTime<Utc>,
+        known: Option<IndexCursor>,
+        limit: Option<i64>,
         progress: &mut Progress,
     ) -> Result<Option<(Rows, Option<Checkpoint>)>, SyncError> {
         let path = pipeline.route.replace("{company}", &encode(&member.key));
-        let known: Option<IndexCursor> = checkpoints
-            .get(&member.key)
-            .and_then(|c| serde_json::from_str(&c.cursor).ok());
-        let limit = match &known {
-            Some(cursor) => Some(self.index_limit(&member.key, cursor, gated_since).await?),
-            None => None,
-        };
         let route = match limit {
             Some(n) => format!("{path}?limit={n}"),
             None => path.clone(),
@@ -235,34 +236,54 @@ impl Syncer {
             .await
     }
 
-    /// Stored events of the company from the anchor on (the last filing seen, or
-    /// an older one whose headline is still gated), plus a margin for arrivals.
-    async fn index_limit(
+    /// For each company with a cursor, the `limit` of its index request: its
+    /// stored events from the anchor on (the last filing seen, or an older one
+    /// whose headline is still gated), plus a margin for arrivals. One query
+    /// for the run: asked company by company, each query waited behind the
+    /// commit in flight (BENCHMARKS.md, Cold start).
+    async fn index_limits(
         &self,
-        company_key: &str,
-        cursor: &IndexCursor,
+        known: &HashMap<String, IndexCursor>,
         gated_since: DateTime<Utc>,
-    ) -> Result<i64, SyncError> {
-        let (key, accession) = (company_key.to_owned(), cursor.accession.clone());
-        let known: i64 = self
+    ) -> Result<HashMap<String, i64>, SyncError> {
+        if known.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let cursors: Vec<String> = known
+            .iter()
+            .map(|(company, c)| format!("({})", string_list(&[company.clone(), c.accession.clone()])))
+            .collect();
+        let sql = format!(
+            "WITH cursors(company_key, accession) AS (VALUES {}),
+             gated AS (
+                SELECT company_key, min(accepted_at) AS accepted_at FROM events
+                WHERE headline IS NULL AND accepted_at >= ?::TIMESTAMPTZ
+                  AND company_key IN (SELECT company_key FROM cursors)
+                GROUP BY company_key),
+             anchors AS (
+                SELECT c.company_key, least(seen.accepted_at, gated.accepted_at) AS accepted_at
+                FROM cursors c
+                LEFT JOIN events seen ON seen.accession = c.accession
+                LEFT JOIN gated ON gated.company_key = c.company_key)
+             SELECT a.company_key, count(e.accession) FROM anchors a
+             LEFT JOIN events e ON e.company_key = a.company_key
+                AND e.accepted_at >= coalesce(a.accepted_at, '-infinity'::TIMESTAMPTZ)
+             GROUP BY a.company_key",
+            cursors.join(", ")
+        );
+        let since = gated_since.to_rfc3339();
+        let counts: Vec<(String, i64)> = self
             .sink
             .call(move |s| {
-                s.connection()
-                    .query_row(
-                        "WITH anchor AS (
-                            SELECT least(
-                                (SELECT accepted_at FROM events WHERE accession = ?2),
-                                (SELECT min(accepted_at) FROM events
-                                 WHERE company_key = ?1 AND headline IS NULL AND accepted_at >= ?3::TIMESTAMPTZ)) AS at)
-                         SELECT count(*) FROM events, anchor
-                         WHERE company_key = ?1 AND accepted_at >= coalesce(anchor.at, '-infinity'::TIMESTAMPTZ)",
-                        duckdb::params![key, accession, gated_since.to_rfc3339()],
-                        |r| r.get(0),
-                    )
-                    .map_err(sql_err("events", "sizing the index request"))
+                s.rows(("events", "sizing the index requests"), &sql, &since, |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
             })
             .await??;
-        Ok((known + INDEX_MARGIN).clamp(1, MAX_INDEX_LIMIT))
+        Ok(counts
+            .into_iter()
+            .map(|(company, n)| (company, (n + INDEX_MARGIN).clamp(1, MAX_INDEX_LIMIT)))
+            .collect())
     }
 
     /// Item texts missing for the configured companies' filings of the last

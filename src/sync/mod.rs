@@ -183,6 +183,19 @@ async fn send_fetched(done: &FetchedTx, fetched: FetchedRows) -> bool {
     done.tx.send((fetched, kib)).await.is_ok() && !stop
 }
 
+/// Whether the fetching goes on after one step of it (a company, a tape, a
+/// country) that returned whether to; an error is handed to the commit side,
+/// which ends the run.
+async fn goes_on(done: &FetchedTx, step: Result<bool, SyncError>) -> bool {
+    match step {
+        Ok(go_on) => go_on,
+        Err(e) => {
+            send_fetched(done, Err(e)).await;
+            false
+        }
+    }
+}
+
 /// Pages (or companies) committed in one transaction at most, when they
 /// arrive faster than the warehouse commits: enough to spread a commit's fixed
 /// cost, few enough that a crash re-reads little and memory stays bounded.
@@ -696,51 +709,49 @@ impl Syncer {
         // cannot be proven Send, and the daemon spawns it (rust-lang/rust#102211).
         let fetches = fetches.collect::<Vec<_>>();
         let concurrency = self.config.upstream.concurrency;
-        let mut fetch_progress = Progress::default();
-        let fetch_problems = &mut fetch_progress;
-        let committed = self
-            .commit_as_fetched(run_id, progress, |done| async move {
-                let mut results = futures::stream::iter(fetches).buffered(concurrency);
-                while let Some((key, partial, fetched)) = results.next().await {
-                    let ready = if records == Records::MonthlyRevenue
-                        && let Err(UpstreamError::NotFound { .. }) = &fetched
-                    {
-                        let checkpoint = Checkpoint {
-                            pipeline: pipeline.name.clone(),
-                            partition: key,
-                            cursor: format!("{NO_MANDATE}{today}"),
-                        };
-                        Ok((Rows::new(run_id, &pipeline.route, self.clock.now()), vec![checkpoint]))
-                    } else {
-                        match found(fetched, fetch_problems) {
-                            Ok(Some((rows, newest))) => {
-                                let checkpoint = Checkpoint {
-                                    pipeline: pipeline.name.clone(),
-                                    partition: key,
-                                    cursor: newest.max(partial).map(|d| d.to_string()).unwrap_or_default(),
-                                };
-                                Ok((rows, vec![checkpoint]))
-                            }
-                            Ok(None) => continue,
-                            Err(e) => Err(e),
-                        }
+        self.commit_as_fetched(run_id, progress, |done| async move {
+            let mut noted = Progress::default();
+            let mut results = futures::stream::iter(fetches).buffered(concurrency);
+            while let Some((key, partial, fetched)) = results.next().await {
+                let ready = if records == Records::MonthlyRevenue
+                    && let Err(UpstreamError::NotFound { .. }) = &fetched
+                {
+                    let checkpoint = Checkpoint {
+                        pipeline: pipeline.name.clone(),
+                        partition: key,
+                        cursor: format!("{NO_MANDATE}{today}"),
                     };
-                    if !send_fetched(&done, ready).await {
-                        break;
+                    Ok((Rows::new(run_id, &pipeline.route, self.clock.now()), vec![checkpoint]))
+                } else {
+                    match found(fetched, &mut noted) {
+                        Ok(Some((rows, newest))) => {
+                            let checkpoint = Checkpoint {
+                                pipeline: pipeline.name.clone(),
+                                partition: key,
+                                cursor: newest.max(partial).map(|d| d.to_string()).unwrap_or_default(),
+                            };
+                            Ok((rows, vec![checkpoint]))
+                        }
+                        Ok(None) => continue,
+                        Err(e) => Err(e),
                     }
+                };
+                if !send_fetched(&done, ready).await {
+                    break;
                 }
-            })
-            .await;
-        progress.absorb(fetch_progress);
-        committed
+            }
+            noted
+        })
+        .await
     }
 
     /// Runs `fetch`, which sends what it fetched in order, while committing
     /// what it sent: the warehouse commits while the next responses are
     /// requested, and the ones that arrived meanwhile commit together in one
     /// transaction (at most [`COMMIT_GROUP`]) with their checkpoints. A crash
-    /// loses at most the group in flight, read again on resume.
-    async fn commit_as_fetched<F: std::future::Future<Output = ()>>(
+    /// loses at most the group in flight, read again on resume. The fetch side
+    /// returns what it noted (404s), added to `progress`.
+    async fn commit_as_fetched<F: std::future::Future<Output = Progress>>(
         &self,
         run_id: &str,
         progress: &mut Progress,
@@ -760,7 +771,8 @@ impl Syncer {
             room.close();
             committed
         };
-        let ((), committed) = tokio::join!(fetch, commit);
+        let (noted, committed) = tokio::join!(fetch, commit);
+        progress.absorb(noted);
         committed
     }
 

@@ -8,7 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::{COMMIT_GROUP, Member, Progress, SyncError, Syncer, upstream_error};
+use super::{FetchedTx, Member, Progress, SyncError, Syncer, goes_on, send_fetched, upstream_error};
 use crate::pipeline::Pipeline;
 use crate::records::{self, Rows};
 use crate::sink::{Checkpoint, StoredCheckpoint};
@@ -84,7 +84,13 @@ impl Syncer {
         // page answers either way) and could skip what arrived before the
         // stream first connected.
         let cursor = TapeCursor::read(checkpoints.get(""), "");
-        self.sync_tape(&tape, run_id, cursor, progress).await
+        self.commit_as_fetched(run_id, progress, |done| async move {
+            let mut noted = Progress::default();
+            let read = self.sync_tape(&tape, run_id, cursor, &mut noted, &done).await;
+            goes_on(&done, read).await;
+            noted
+        })
+        .await
     }
 
     pub(super) async fn run_company_news(
@@ -95,41 +101,52 @@ impl Syncer {
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
         let checkpoints = self.checkpoints_of(pipeline).await?;
-        let tapes = members.into_iter().map(|m| {
-            let tape = Tape {
-                pipeline,
-                route: pipeline.route.replace("{company}", &encode(&m.key)),
-                partition: m.key.clone(),
-                company_key: Some(m.key),
-            };
-            let cursor = TapeCursor::read(checkpoints.get(&tape.partition), &tape.partition);
-            async move {
-                let mut own = Progress::default();
-                let result = self.sync_tape(&tape, run_id, cursor, &mut own).await;
-                (own, result)
+        let checkpoints = &checkpoints;
+        let concurrency = self.config.upstream.concurrency;
+        // Each company's pages go in order; companies share the rate budget,
+        // and the pages of several companies that arrive while a commit runs
+        // commit together.
+        self.commit_as_fetched(run_id, progress, |done| async move {
+            let mut noted = Progress::default();
+            let done = &done;
+            let tapes = members.into_iter().map(|m| {
+                let tape = Tape {
+                    pipeline,
+                    route: pipeline.route.replace("{company}", &encode(&m.key)),
+                    partition: m.key.clone(),
+                    company_key: Some(m.key),
+                };
+                let cursor = TapeCursor::read(checkpoints.get(&tape.partition), &tape.partition);
+                async move {
+                    let mut own = Progress::default();
+                    let result = self.sync_tape(&tape, run_id, cursor, &mut own, done).await;
+                    (own, result)
+                }
+            });
+            // Collected first: see `run_fan_out`.
+            let mut results = futures::stream::iter(tapes.collect::<Vec<_>>()).buffer_unordered(concurrency);
+            while let Some((own, result)) = results.next().await {
+                noted.absorb(own);
+                if !goes_on(done, result).await {
+                    break;
+                }
             }
-        });
-        // Each company's pages go in order; companies share the rate budget.
-        // Collected first: see `run_fan_out`.
-        let mut results =
-            futures::stream::iter(tapes.collect::<Vec<_>>()).buffer_unordered(self.config.upstream.concurrency);
-        let mut first_error = None;
-        while let Some((own, result)) = results.next().await {
-            progress.absorb(own);
-            if let Err(e) = result {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+            noted
+        })
+        .await
     }
 
+    /// Reads one tape forward, then back to its horizon, handing each page with
+    /// the cursor that follows it to the commit side; false when the fetching
+    /// must stop.
     async fn sync_tape(
         &self,
         tape: &Tape<'_>,
         run_id: &str,
         mut cursor: TapeCursor,
         progress: &mut Progress,
-    ) -> Result<(), SyncError> {
+        done: &FetchedTx,
+    ) -> Result<bool, SyncError> {
         let limit = tape.pipeline.params.page_limit.unwrap_or(200);
         let filters = self.config.news.query();
         // Forward: the head first when nothing was read yet, then after/changedSince
@@ -147,7 +164,7 @@ impl Syncer {
             };
             let head = cursor.after.is_none();
             let (page, oldest) = self.news_page(tape, run_id, &route, progress).await?;
-            let Some(page) = page else { return Ok(()) };
+            let Some(page) = page else { return Ok(true) };
             if head && cursor.horizon.is_none() {
                 let days = i64::from(tape.pipeline.params.backfill_days.unwrap_or(7));
                 let horizon = self.clock.now() - Duration::days(days);
@@ -157,88 +174,34 @@ impl Syncer {
             let more = !head && page.has_more;
             cursor.after = page.latest_id.clone().or(cursor.after.take());
             cursor.changed_since = page.server_time.clone().or(cursor.changed_since.take());
-            self.commit_news(tape, run_id, page.rows, &cursor, progress).await?;
+            if !self.send_page(tape, page.rows, &cursor, done).await {
+                return Ok(false);
+            }
             // After the head, what arrives next is the next run's forward poll.
             if !more {
                 break;
             }
         }
-        self.backfill(tape, run_id, cursor, &filters, progress).await
+        // Back: `before` pages down to the horizon fixed at the first sync. A
+        // crash loses at most the pages of the group in flight, read again on resume.
+        let horizon = cursor.horizon.unwrap_or(DateTime::<Utc>::MIN_UTC);
+        while let Some(from) = cursor.before.take() {
+            let route = format!("{}?before={}&limit={limit}{filters}", tape.route, encode(&from));
+            let (Some(page), oldest) = self.news_page(tape, run_id, &route, progress).await? else {
+                return Ok(true);
+            };
+            cursor.before = backfill_continues(&page, oldest, horizon);
+            if !self.send_page(tape, page.rows, &cursor, done).await {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
-    /// Back: `before` pages down to the horizon fixed at the first sync.
-    ///
-    /// Fetching and committing overlap: the next page is requested while the
-    /// warehouse commits the last ones, and the pages that arrived meanwhile
-    /// commit together in one transaction (at most [`COMMIT_GROUP`] pages),
-    /// each group with the cursor that follows its last page. A crash loses
-    /// at most the pages of the group in flight, read again on resume.
-    async fn backfill(
-        &self,
-        tape: &Tape<'_>,
-        run_id: &str,
-        mut cursor: TapeCursor,
-        filters: &str,
-        progress: &mut Progress,
-    ) -> Result<(), SyncError> {
-        let limit = tape.pipeline.params.page_limit.unwrap_or(200);
-        let horizon = cursor.horizon.unwrap_or(DateTime::<Utc>::MIN_UTC);
-        let (pages_tx, pages_rx) =
-            tokio::sync::mpsc::channel::<Result<(Rows, Option<String>), SyncError>>(COMMIT_GROUP);
-        let mut fetch_problems = Progress::default();
-        let mut before = cursor.before.clone();
-        let fetch = async {
-            let pages_tx = pages_tx;
-            while let Some(from) = before.take() {
-                let route = format!("{}?before={}&limit={limit}{filters}", tape.route, encode(&from));
-                let fetched = match self.news_page(tape, run_id, &route, &mut fetch_problems).await {
-                    Ok((Some(page), oldest)) => {
-                        before = backfill_continues(&page, oldest, horizon);
-                        Ok((page.rows, before.clone()))
-                    }
-                    Ok((None, _)) => break,
-                    Err(e) => Err(e),
-                };
-                let failed = fetched.is_err();
-                if pages_tx.send(fetched).await.is_err() || failed {
-                    break;
-                }
-            }
-        };
-        // Owns the receiver: a failed commit drops it, which stops the fetching.
-        let commit = async {
-            let mut pages_rx = pages_rx;
-            while let Some(first) = pages_rx.recv().await {
-                let mut group = Vec::new();
-                let mut failure = None;
-                for page in std::iter::once(first).chain(std::iter::from_fn(|| pages_rx.try_recv().ok())) {
-                    match page {
-                        Ok((rows, next)) => {
-                            group.push(rows);
-                            cursor.before = next;
-                        }
-                        Err(e) => {
-                            failure = Some(e);
-                            break;
-                        }
-                    }
-                    if group.len() >= COMMIT_GROUP {
-                        break;
-                    }
-                }
-                if !group.is_empty() {
-                    let checkpoint = cursor.checkpoint(&tape.pipeline.name, &tape.partition);
-                    self.commit_pages(run_id, group, vec![checkpoint], progress).await?;
-                }
-                if let Some(e) = failure {
-                    return Err(e);
-                }
-            }
-            Ok(())
-        };
-        let ((), committed) = tokio::join!(fetch, commit);
-        progress.problems.append(&mut fetch_problems.problems);
-        committed
+    /// Hands one page's rows to the commit side with the tape's cursor after it.
+    async fn send_page(&self, tape: &Tape<'_>, rows: Rows, cursor: &TapeCursor, done: &FetchedTx) -> bool {
+        let checkpoint = cursor.checkpoint(&tape.pipeline.name, &tape.partition);
+        send_fetched(done, Ok((rows, vec![checkpoint]))).await
     }
 
     /// Fetches and maps one feed page; `None` when the company is unknown (404, noted).
@@ -295,19 +258,6 @@ impl Syncer {
             }
             Err(e) => Err(upstream_error(e)),
         }
-    }
-
-    async fn commit_news(
-        &self,
-        tape: &Tape<'_>,
-        run_id: &str,
-        rows: Rows,
-        cursor: &TapeCursor,
-        progress: &mut Progress,
-    ) -> Result<(), SyncError> {
-        let checkpoint = cursor.checkpoint(&tape.pipeline.name, &tape.partition);
-        self.commit(run_id, rows, Some(checkpoint), progress).await?;
-        Ok(())
     }
 }
 
