@@ -399,10 +399,29 @@ fn print_published(out: &mut impl std::io::Write, published: &fdsync::lake::Publ
     Ok(())
 }
 
-/// A syncer on the system clock with the configured key, holding the warehouse as `holder`.
+/// Runs the syncer as if the time were this instant (RFC 3339), its waits
+/// passing at once, instead of on the system clock. For tests that compare
+/// runs against an emulator whose clock is frozen: on the system clock, every
+/// horizon ("the last 7 days") moves between two runs and can cut the data at
+/// another item. Not for production.
+const FROZEN_CLOCK_VAR: &str = "FDSYNC_FROZEN_CLOCK";
+
+fn syncer_clock() -> Result<Clock, SyncError> {
+    let Ok(at) = std::env::var(FROZEN_CLOCK_VAR) else {
+        return Ok(Clock::System);
+    };
+    let start = chrono::DateTime::parse_from_rfc3339(&at).map_err(|e| {
+        SyncError::Other(format!(
+            "{FROZEN_CLOCK_VAR}={at:?}: {e}; give an RFC 3339 instant such as 2026-11-25T23:00:00Z, or unset it"
+        ))
+    })?;
+    Ok(Clock::simulated(start.with_timezone(&chrono::Utc), 0.0))
+}
+
+/// A syncer with the configured key, holding the warehouse as `holder`.
 async fn connect(config: Config, holder: &str) -> Result<Syncer, SyncError> {
     let key = config.api_key()?;
-    let clock = Clock::System;
+    let clock = syncer_clock()?;
     let client = Client::new(&config.upstream, Some(key), clock.clone())
         .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
     let sink = open_sink(&config, holder).await?;

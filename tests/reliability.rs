@@ -76,6 +76,10 @@ impl Subject {
             .arg(&self.config)
             .args(args)
             .env("FDSYNC_TEST_KEY_UNSET", TEST_KEY)
+            // The emulator's frozen instant: runs minutes apart then cut the
+            // tapes at the same horizon (with the system clock they did not
+            // always: one run read a news page more than another).
+            .env("FDSYNC_FROZEN_CLOCK", start_time().to_rfc3339())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
