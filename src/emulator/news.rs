@@ -10,7 +10,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
 use super::events::{Filer, filer};
-use super::world::{Cadence, World, unit};
+use super::world::{Cadence, CompanyProfile, World, named_count, unit};
 
 const SPACING_SECS: i64 = 45;
 /// Rewrites happen within this long after an item arrives.
@@ -106,11 +106,16 @@ pub struct Item {
     pub json: Value,
 }
 
+/// The company item `n` is about, cheap to compute (no item is built).
+fn subject(world: &World, n: u64) -> Filer {
+    filer(world, n ^ 0x9E37)
+}
+
 pub fn item(world: &World, n: u64, now: DateTime<Utc>) -> Option<Item> {
     let seed = world.seed;
     let seen = CADENCE.at(seed, n);
     let source = &SOURCES[(unit(seed, 0x50, n) * SOURCES.len() as f64) as usize % SOURCES.len()];
-    let company = match filer(world, n ^ 0x9E37) {
+    let company = match subject(world, n) {
         Filer::Named(i) => world.named_by_index(i)?,
         Filer::Generated(g) => world.generated_by_index(g)?,
     };
@@ -191,6 +196,49 @@ pub struct Filters {
 }
 
 impl Filters {
+    /// The companies an item can be about and pass the `tickers` and `ciks`
+    /// filters, when either is given (a company's feed always gives `ciks`);
+    /// `None` when any company can. An item names one company: its symbol,
+    /// and its CIK or its first predecessor's. Checked before an item is
+    /// built: a company with little news otherwise cost building every item
+    /// of the tape, 11-13 s a page, past the client's timeout.
+    fn subjects(&self, world: &World) -> Option<Vec<Filer>> {
+        if self.tickers.is_none() && self.ciks.is_none() {
+            return None;
+        }
+        let could_be = |c: &CompanyProfile| {
+            self.tickers.as_ref().is_none_or(|w| w.contains(&c.symbol))
+                && self
+                    .ciks
+                    .as_ref()
+                    .is_none_or(|w| w.contains(&c.cik) || c.predecessors.first().is_some_and(|p| w.contains(p)))
+        };
+        let named = (0..named_count()).filter_map(|i| Some((Filer::Named(i), world.named_by_index(i)?)));
+        // Generated companies have no predecessors: one of the given CIKs is
+        // theirs, or else one of the given tickers is their symbol.
+        let generated = match (&self.ciks, &self.tickers) {
+            (Some(ciks), _) => ciks
+                .iter()
+                .filter_map(|c| world.generated_number(c))
+                .collect::<Vec<_>>(),
+            (None, Some(tickers)) => tickers
+                .iter()
+                .filter_map(|t| t.strip_prefix('S')?.parse::<u64>().ok())
+                .collect(),
+            (None, None) => Vec::new(),
+        };
+        let generated = generated
+            .into_iter()
+            .filter_map(|g| Some((Filer::Generated(g), world.generated_by_index(g)?)));
+        Some(
+            named
+                .chain(generated)
+                .filter(|(_, c)| could_be(c))
+                .map(|(f, _)| f)
+                .collect(),
+        )
+    }
+
     pub fn matches(&self, it: &Item) -> bool {
         let any = |want: &Option<Vec<String>>, have: &[String]| {
             want.as_ref().is_none_or(|w| have.iter().any(|h| w.contains(h)))
@@ -232,7 +280,15 @@ pub fn page(
     changed_since: Option<DateTime<Utc>>,
 ) -> Value {
     let count = CADENCE.count_at(world.seed, now);
-    let matching = |n: u64| item(world, n, now).filter(|it| filters.matches(it));
+    let subjects = filters.subjects(world);
+    let matching = |n: u64| {
+        if let Some(s) = &subjects
+            && !s.contains(&subject(world, n))
+        {
+            return None;
+        }
+        item(world, n, now).filter(|it| filters.matches(it))
+    };
     let server_time = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     if let Some(a) = after {
         let mut items: Vec<Value> = Vec::new();
