@@ -7,7 +7,9 @@ use fdsync::upstream::ratelimit::{QuotaWindow, RateWindow, retry_after};
 use libfuzzer_sys::fuzz_target;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-const NAMES: [&str; 10] = [
+/// Every header `upstream::ratelimit` reads (not the list the emulator test
+/// checks the service sends: that one follows the spec, this one the parser).
+const NAMES: [&str; 12] = [
     "ratelimit-limit",
     "ratelimit-remaining",
     "ratelimit-reset",
@@ -15,7 +17,9 @@ const NAMES: [&str; 10] = [
     "ratelimit",
     "x-quota-limit",
     "x-quota-remaining",
+    "x-quota-window",
     "x-quota-reset",
+    "x-billing-source",
     "x-credits-remaining-usd",
     "retry-after",
 ];
