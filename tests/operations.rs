@@ -61,6 +61,19 @@ async fn the_stream_delivers_every_item_once_across_server_closes_and_a_dropped_
                 .await;
                 dropped += 1;
             }
+            // The server closes a stream after `close_after` of wall time: on a
+            // fast machine the steps can all pass within one connection, so
+            // twice the test waits for a server close and the reconnect it
+            // brings (every request of a stream is a connection).
+            if step == 2 || step == 9 {
+                let connected = h.emulator.emulator.stats().requests;
+                wait_for(
+                    "the server to close the stream and fdsync to reconnect",
+                    Duration::from_secs(20),
+                    || async { h.emulator.emulator.stats().requests > connected },
+                )
+                .await;
+            }
             // Caught up: the committed cursor is the newest item served.
             wait_for("the stream to catch up", Duration::from_secs(30), || async {
                 let head = news::id(news::CADENCE.count_at(world.seed, h.clock.now()) - 1);
