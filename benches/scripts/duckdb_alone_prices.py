@@ -1,6 +1,8 @@
-"""DuckDB alone, loading price bars the way fdsync's sink does: 10 companies'
-5,000 bars a statement, `INSERT ... ON CONFLICT` into a table with its
-primary key, at a small memory limit, one thread. Prints RSS and
+"""DuckDB alone, loading price bars in the pattern of fdsync's sink: 10
+companies' 5,000 bars a statement, `INSERT ... ON CONFLICT` into a table of
+the same columns with its primary key, at a small memory limit, one thread
+(the merge's SET list is shorter than the sink's; the rows are generated in
+SQL, not parsed from responses). Prints RSS and
 `duckdb_memory()` every 400 companies (BENCHMARKS.md, Memory).
 
     pip install duckdb==2.0.0   # the version fdsync bundles
