@@ -32,6 +32,20 @@ pub struct Settings {
     pub threads: u64,
 }
 
+impl Settings {
+    /// The WAL size at which DuckDB checkpoints: half the memory limit, and
+    /// never below DuckDB's own 16 MiB. After each checkpoint DuckDB starts a
+    /// new row group and the next one merges it into the last, compressing
+    /// that row group's strings again: at 16 MiB a news backfill compressed
+    /// each row about ten times over, 40% of its time. Fewer checkpoints cost
+    /// memory (the rows and index entries since the last one stay in memory),
+    /// so the threshold follows the limit: 1 GiB at 48 MiB ran out of memory,
+    /// 24 MiB did not (BENCHMARKS.md, Ingest).
+    pub fn checkpoint_threshold_mb(&self) -> u64 {
+        (self.memory_limit_mb / 2).max(16)
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -180,13 +194,14 @@ impl DuckDbSink {
         })?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.execute_batch(&format!(
-            "SET memory_limit = '{}MiB'; SET threads = {};",
+            "SET memory_limit = '{}MiB'; SET threads = {}; SET checkpoint_threshold = '{}MiB';",
             settings.memory_limit_mb.max(16),
-            settings.threads.max(1)
+            settings.threads.max(1),
+            settings.checkpoint_threshold_mb()
         ))
         .map_err(|e| SinkError::Open {
             path: path.to_owned(),
-            message: format!("setting the memory limit and threads: {e}"),
+            message: format!("setting the memory limit, threads and checkpoint threshold: {e}"),
         })?;
         Ok(DuckDbSink {
             conn,
@@ -702,6 +717,23 @@ mod tests {
                 .end("{}", "/x");
         }
         TableBatch::build(b).unwrap()
+    }
+
+    #[test]
+    fn the_checkpoint_threshold_follows_the_memory_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        for (memory_limit_mb, expected) in [(256, "128.0 MiB"), (48, "24.0 MiB"), (16, "16.0 MiB")] {
+            let settings = Settings {
+                memory_limit_mb,
+                threads: 1,
+            };
+            let sink = DuckDbSink::open(&dir.path().join(format!("w{memory_limit_mb}.duckdb")), &settings).unwrap();
+            let threshold: String = sink
+                .conn
+                .query_row("SELECT current_setting('checkpoint_threshold')", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(threshold, expected, "memory_limit_mb = {memory_limit_mb}");
+        }
     }
 
     #[test]

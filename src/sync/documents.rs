@@ -46,7 +46,7 @@ impl Syncer {
             since,
             stored: &stored,
         };
-        self.commit_as_fetched(run_id, progress, |done| async move {
+        self.commit_as_fetched(run_id, progress, super::COMMIT_GROUP, |done| async move {
             let mut noted = Progress::default();
             for member in members {
                 let step = self.company_filings(pipeline, run_id, &member, &wanted, &mut noted, &done);

@@ -149,7 +149,7 @@ impl Syncer {
             .collect();
         let limits = self.index_limits(&known, gated_since).await?;
         let (known, limits) = (&known, &limits);
-        self.commit_as_fetched(run_id, progress, |done| async move {
+        self.commit_as_fetched(run_id, progress, super::COMMIT_GROUP, |done| async move {
             let mut noted = Progress::default();
             for member in members {
                 let (known, limit) = (known.get(&member.key).cloned(), limits.get(&member.key).copied());

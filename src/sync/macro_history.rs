@@ -36,7 +36,7 @@ impl Syncer {
             .expect("validated when the pipeline was loaded");
         let checkpoints = self.checkpoints_of(pipeline).await?;
         let (series_route, checkpoints) = (&series_route, &checkpoints);
-        self.commit_as_fetched(run_id, progress, |done| async move {
+        self.commit_as_fetched(run_id, progress, super::COMMIT_GROUP, |done| async move {
             let mut noted = Progress::default();
             for country in &self.config.universe.countries {
                 let step = self.country_series(pipeline, run_id, country, series_route, checkpoints, &mut noted, &done);

@@ -196,9 +196,11 @@ async fn goes_on(done: &FetchedTx, step: Result<bool, SyncError>) -> bool {
     }
 }
 
-/// Pages (or companies) committed in one transaction at most, when they
-/// arrive faster than the warehouse commits: enough to spread a commit's fixed
-/// cost, few enough that a crash re-reads little and memory stays bounded.
+/// Responses (companies, filings, series) committed in one transaction at
+/// most, when they arrive faster than the warehouse commits: enough to spread
+/// a commit's fixed cost, few enough that a crash re-reads little and memory
+/// stays bounded. Ten companies' whole price histories are 50,000 rows;
+/// forty were no faster and 80-100 MiB larger (BENCHMARKS.md, Ingest).
 const COMMIT_GROUP: usize = 10;
 
 impl Syncer {
@@ -210,6 +212,19 @@ impl Syncer {
     /// slower but 25 MiB smaller at its peak (BENCHMARKS.md, Memory).
     fn in_flight_kib(&self) -> u32 {
         u32::try_from(self.config.warehouse.memory_limit_mb.saturating_mul(1024) / 4).unwrap_or(u32::MAX)
+    }
+
+    /// News pages committed in one transaction at most: a page holds at most
+    /// a few hundred items, so more of them spread a commit's fixed cost (a
+    /// dozen statements, each planned anew) further. DuckDB holds a
+    /// transaction's rows and their index entries in memory until it commits,
+    /// so the count follows `memory_limit_mb`: [`COMMIT_GROUP`] up to 64 MiB,
+    /// 40 from 240 (the default is 256). Forty pages a commit took a quarter
+    /// less time than ten at the default; at 48 MiB forty ran out of memory.
+    fn page_group(&self) -> usize {
+        usize::try_from(self.config.warehouse.memory_limit_mb / 6)
+            .unwrap_or(usize::MAX)
+            .clamp(COMMIT_GROUP, 40)
     }
 
     fn new_run_id(&self) -> String {
@@ -709,7 +724,7 @@ impl Syncer {
         // cannot be proven Send, and the daemon spawns it (rust-lang/rust#102211).
         let fetches = fetches.collect::<Vec<_>>();
         let concurrency = self.config.upstream.concurrency;
-        self.commit_as_fetched(run_id, progress, |done| async move {
+        self.commit_as_fetched(run_id, progress, COMMIT_GROUP, |done| async move {
             let mut noted = Progress::default();
             let mut results = futures::stream::iter(fetches).buffered(concurrency);
             while let Some((key, partial, fetched)) = results.next().await {
@@ -748,16 +763,17 @@ impl Syncer {
     /// Runs `fetch`, which sends what it fetched in order, while committing
     /// what it sent: the warehouse commits while the next responses are
     /// requested, and the ones that arrived meanwhile commit together in one
-    /// transaction (at most [`COMMIT_GROUP`]) with their checkpoints. A crash
+    /// transaction (at most `group` responses) with their checkpoints. A crash
     /// loses at most the group in flight, read again on resume. The fetch side
     /// returns what it noted (404s), added to `progress`.
     async fn commit_as_fetched<F: std::future::Future<Output = Progress>>(
         &self,
         run_id: &str,
         progress: &mut Progress,
+        group: usize,
         fetch: impl FnOnce(FetchedTx) -> F,
     ) -> Result<(), SyncError> {
-        let (tx, done_rx) = tokio::sync::mpsc::channel(COMMIT_GROUP);
+        let (tx, done_rx) = tokio::sync::mpsc::channel(group);
         let room_kib = self.in_flight_kib();
         let room = Arc::new(tokio::sync::Semaphore::new(room_kib as usize));
         let fetch = fetch(FetchedTx {
@@ -766,7 +782,7 @@ impl Syncer {
             room_kib,
         });
         let commit = async {
-            let committed = self.commit_fetched(run_id, progress, done_rx, &room).await;
+            let committed = self.commit_fetched(run_id, progress, done_rx, group, &room).await;
             // Ends a fetch side waiting for room that a failed commit will never give back.
             room.close();
             committed
@@ -785,6 +801,7 @@ impl Syncer {
         run_id: &str,
         progress: &mut Progress,
         mut done_rx: tokio::sync::mpsc::Receiver<(FetchedRows, u32)>,
+        group: usize,
         room: &tokio::sync::Semaphore,
     ) -> Result<(), SyncError> {
         while let Some(first) = done_rx.recv().await {
@@ -793,7 +810,7 @@ impl Syncer {
             let mut failure = None;
             let mut kib = 0;
             let ready = std::iter::once(first).chain(std::iter::from_fn(|| done_rx.try_recv().ok()));
-            for (fetched, size) in ready.take(COMMIT_GROUP) {
+            for (fetched, size) in ready.take(group) {
                 kib += size;
                 match fetched {
                     Ok((rows, checkpoints)) => {

@@ -84,7 +84,7 @@ impl Syncer {
         // page answers either way) and could skip what arrived before the
         // stream first connected.
         let cursor = TapeCursor::read(checkpoints.get(""), "");
-        self.commit_as_fetched(run_id, progress, |done| async move {
+        self.commit_as_fetched(run_id, progress, self.page_group(), |done| async move {
             let mut noted = Progress::default();
             let read = self.sync_tape(&tape, run_id, cursor, &mut noted, &done).await;
             goes_on(&done, read).await;
@@ -106,7 +106,7 @@ impl Syncer {
         // Each company's pages go in order; companies share the rate budget,
         // and the pages of several companies that arrive while a commit runs
         // commit together.
-        self.commit_as_fetched(run_id, progress, |done| async move {
+        self.commit_as_fetched(run_id, progress, self.page_group(), |done| async move {
             let mut noted = Progress::default();
             let done = &done;
             let tapes = members.into_iter().map(|m| {
