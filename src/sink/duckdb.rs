@@ -33,16 +33,21 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The WAL size at which DuckDB checkpoints: half the memory limit, and
-    /// never below DuckDB's own 16 MiB. After each checkpoint DuckDB starts a
-    /// new row group and the next one merges it into the last, compressing
-    /// that row group's strings again: at 16 MiB a news backfill compressed
-    /// each row about ten times over, 40% of its time. Fewer checkpoints cost
-    /// memory (the rows and index entries since the last one stay in memory),
-    /// so the threshold follows the limit: 1 GiB at 48 MiB ran out of memory,
-    /// 24 MiB did not (BENCHMARKS.md, Ingest).
+    /// The WAL size at which DuckDB checkpoints: half the memory limit from
+    /// a 64 MiB limit, DuckDB's own 16 MiB below it. After each checkpoint
+    /// DuckDB starts a new row group and the next one merges it into the
+    /// last, compressing that row group's strings again: at 16 MiB a news
+    /// backfill compressed each row about ten times over, 40% of its time.
+    /// Fewer checkpoints cost memory (the rows and index entries since the
+    /// last one stay in memory), so the threshold follows the limit: 1 GiB
+    /// ran out of memory at 48 MiB, and 24 MiB there was no faster, so
+    /// small pods keep DuckDB's default (BENCHMARKS.md, Ingest).
     pub fn checkpoint_threshold_mb(&self) -> u64 {
-        (self.memory_limit_mb / 2).max(16)
+        if self.memory_limit_mb >= 64 {
+            self.memory_limit_mb / 2
+        } else {
+            16
+        }
     }
 }
 
@@ -722,7 +727,7 @@ mod tests {
     #[test]
     fn the_checkpoint_threshold_follows_the_memory_limit() {
         let dir = tempfile::tempdir().unwrap();
-        for (memory_limit_mb, expected) in [(256, "128.0 MiB"), (48, "24.0 MiB"), (16, "16.0 MiB")] {
+        for (memory_limit_mb, expected) in [(256, "128.0 MiB"), (64, "32.0 MiB"), (48, "16.0 MiB")] {
             let settings = Settings {
                 memory_limit_mb,
                 threads: 1,
