@@ -800,12 +800,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
         let one = |sink: &DuckDbSink, sql: &str| -> String { sink.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
-        for last_close in [7.0, 9.0] {
+        let commit = |sink: &mut DuckDbSink, batch: TableBatch| {
             sink.commit(Commit {
-                batches: vec![prices_with_a_repeat(last_close)],
+                batches: vec![batch],
                 checkpoints: Vec::new(),
             })
             .unwrap();
+        };
+        for last_close in [7.0, 9.0] {
+            commit(&mut sink, prices_with_a_repeat(last_close));
             assert_eq!(one(&sink, "SELECT count(*)::VARCHAR FROM prices_daily"), "30000");
             assert_eq!(
                 one(
@@ -822,11 +825,7 @@ mod tests {
             text_rows(&texts)
         };
         for last in ["the first", "the second"] {
-            sink.commit(Commit {
-                batches: vec![texts(last)],
-                checkpoints: Vec::new(),
-            })
-            .unwrap();
+            commit(&mut sink, texts(last));
         }
         // Insert once: the first load's last row of the key, never replaced.
         assert_eq!(one(&sink, "SELECT count(*)::VARCHAR FROM event_item_texts"), "2000");
