@@ -501,7 +501,6 @@ impl DuckDbSink {
             }
         }
         let merge_started = std::time::Instant::now();
-        let merge = &self.merges[table.name];
         let all_new = match &merge.new_keys_only {
             Some(NewKeysOnly { probe, insert }) if staged_rows >= MIN_PROBE_ROWS => {
                 let stored: bool = self
