@@ -404,10 +404,13 @@ impl DuckDbSink {
         partitions: &[String],
         seq: i64,
     ) -> Result<u64, SinkError> {
-        self.merges.entry(table.name).or_insert_with(|| Merge {
-            create_stage: create_stage(table),
-            statements: merge_statements(table),
-            new_keys_only: new_keys_only(table),
+        self.merges.entry(table.name).or_insert_with(|| {
+            let (statements, new_keys_only) = merge_statements(table);
+            Merge {
+                create_stage: create_stage(table),
+                statements,
+                new_keys_only,
+            }
         });
         let mut written = 0;
         for slice in self.slices(table, batch) {
@@ -570,51 +573,15 @@ fn create_stage(table: &TableDef) -> String {
     )
 }
 
-/// The probe and plain insert for a table loaded by `INSERT ... ON CONFLICT`
-/// (a keyed table whose rule is not `History` or `AppendOnChange`).
-fn new_keys_only(table: &TableDef) -> Option<NewKeysOnly> {
-    let by_conflict = match table.load {
-        LoadRule::Upsert | LoadRule::Replace | LoadRule::InsertOnce | LoadRule::Append => true,
-        LoadRule::History | LoadRule::AppendOnChange => false,
-    };
-    if !by_conflict || table.key.is_empty() {
-        return None;
-    }
-    let stage = staging(table);
-    let target = ident(table.name);
-    let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
-    let on: Vec<String> = key.iter().map(|k| format!("s.{k} = t.{k}")).collect();
-    let cols: Vec<String> = table.all_columns().map(|c| ident(c.name)).collect();
-    let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
-    Some(NewKeysOnly {
-        probe: format!(
-            "SELECT EXISTS (SELECT 1 FROM {stage} s JOIN {target} t ON {})",
-            on.join(" AND ")
-        ),
-        insert: format!(
-            "INSERT INTO {target} ({}, {COMMIT_SEQ}) SELECT {}, {SEQ_PARAM} FROM ({}) s",
-            cols.join(", "),
-            s_cols.join(", "),
-            newest_staged(&stage, &key)
-        ),
-    })
-}
-
-/// The last staged row of each key: a page may carry a record twice.
-fn newest_staged(stage: &str, key: &[String]) -> String {
-    format!(
-        "SELECT * FROM {stage} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY rowid DESC) = 1",
-        key.join(", ")
-    )
-}
-
 /// The commit number in a merge statement: its one parameter.
 const SEQ_PARAM: &str = "CAST($1 AS BIGINT)";
 
 /// The statements that load `table`'s staging table into it by its load rule,
 /// in order; each takes the commit number as its one parameter, and the last
-/// one's count is the rows written.
-fn merge_statements(table: &TableDef) -> Vec<String> {
+/// one's count is the rows written. With them, for a load by `INSERT ... ON
+/// CONFLICT`, the probe and plain insert that do the same when every staged
+/// key is new.
+fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeysOnly>) {
     let stage = staging(table);
     let target = ident(table.name);
     let cols: Vec<String> = table.all_columns().map(|c| ident(c.name)).collect();
@@ -626,7 +593,25 @@ fn merge_statements(table: &TableDef) -> Vec<String> {
         let on: Vec<String> = key.iter().map(|k| format!("{a}.{k} = {b}.{k}")).collect();
         on.join(" AND ")
     };
-    let newest_staged = |by: &[String]| newest_staged(&stage, by);
+    // The last staged row of each key wins: a page may carry a record twice.
+    let newest_staged = |by: &[String]| {
+        format!(
+            "SELECT * FROM {stage} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY rowid DESC) = 1",
+            by.join(", ")
+        )
+    };
+    // What replaces an `ON CONFLICT` load when no staged key is stored.
+    let new_keys_only = || NewKeysOnly {
+        probe: format!(
+            "SELECT EXISTS (SELECT 1 FROM {stage} s JOIN {target} t ON {})",
+            key_eq("s", "t", &key)
+        ),
+        insert: format!(
+            "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s",
+            newest_staged(&key)
+        ),
+    };
+    let mut by_conflict = None;
     let own_values_equal = |a: &str, b: &str| -> Vec<String> {
         table
             .columns
@@ -646,10 +631,13 @@ fn merge_statements(table: &TableDef) -> Vec<String> {
         // Conflicts are found by probing the primary key's index, so a load
         // costs what it stages, not what the table already holds (a join with
         // the stored table made every commit of a backfill slower than the last).
-        LoadRule::Append | LoadRule::InsertOnce => format!(
-            "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ON CONFLICT DO NOTHING",
-            newest_staged(&key)
-        ),
+        LoadRule::Append | LoadRule::InsertOnce => {
+            by_conflict = Some(new_keys_only());
+            format!(
+                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ON CONFLICT DO NOTHING",
+                newest_staged(&key)
+            )
+        }
         LoadRule::History => {
             let on = key_eq("t", "s", &key);
             let distinct = newest_staged(&key);
@@ -725,6 +713,7 @@ fn merge_statements(table: &TableDef) -> Vec<String> {
             } else {
                 format!(" WHERE {}", only_if.join(" AND "))
             };
+            by_conflict = Some(new_keys_only());
             format!(
                 "INSERT INTO {target} AS t ({col_list}) SELECT {s_cols} FROM ({}) s \
                  ON CONFLICT ({}) DO UPDATE SET {}{only_if}",
@@ -735,7 +724,7 @@ fn merge_statements(table: &TableDef) -> Vec<String> {
         }
     };
     statements.push(last);
-    statements
+    (statements, by_conflict)
 }
 
 #[cfg(test)]
