@@ -880,7 +880,7 @@ async fn responses_are_compressed_when_the_caller_accepts_it() {
         "limit headers survive compression"
     );
     let gzipped_len = gzipped.bytes().await.unwrap().len();
-    // About 3x at the default level; the exact ratio depends on flate2's backend.
+    // About 2.8x at the emulator's level 2; the exact ratio depends on flate2's backend.
     assert!(gzipped_len * 2 < plain_len, "{gzipped_len} vs {plain_len}");
 
     let stream = raw
