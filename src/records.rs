@@ -29,6 +29,10 @@ pub struct Rows {
     /// Partitions of `replace` tables this response holds in full.
     replaced: Vec<(&'static str, String)>,
     pub quarantined: Vec<Quarantined>,
+    /// The `news_sources` rows already made from this response's items:
+    /// a page of 200 items names a handful of sources, and each row more is
+    /// one more for the commit to stage and deduplicate.
+    news_sources_made: std::collections::HashSet<String>,
 }
 
 impl Rows {
@@ -40,6 +44,7 @@ impl Rows {
             builders: Vec::new(),
             replaced: Vec::new(),
             quarantined: Vec::new(),
+            news_sources_made: std::collections::HashSet::new(),
         }
     }
 
@@ -452,7 +457,9 @@ pub fn news_item(rows: &mut Rows, raw: &RawValue) -> Option<NewsSeen> {
             &serde_json::json!({"id": s.id, "name": s.name, "licenceClass": s.licence_class,
             "attribution": s.attribution, "displayPolicy": s.display_policy}),
         );
-        news_source(rows, s, &source_raw, &route);
+        if rows.news_sources_made.insert(source_raw.clone()) {
+            news_source(rows, s, &source_raw, &route);
+        }
     }
     Some(NewsSeen {
         id: item.id,
