@@ -1,6 +1,8 @@
 //! The embedded DuckDB warehouse: DDL derived from [`crate::tables`], batches
 //! appended to a staging table through the Arrow appender, then merged by the
-//! table's load rule in the same transaction that moves the checkpoint.
+//! table's load rule in the same transaction that moves the checkpoint. A large
+//! batch whose keys are all new and distinct (a backfill's) skips the staging
+//! table: only its keys are staged, to make sure, and its rows are appended.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -82,6 +84,9 @@ struct NewKeysOnly {
     probe: String,
     /// Takes the commit number, as the statements do.
     insert: String,
+    /// Creates the staging table anew with only the key's columns: what the
+    /// probe reads when the rows themselves may go straight into the table.
+    create_key_stage: String,
 }
 
 /// The fewest rows a merge statement takes when a batch is sliced: below
@@ -93,6 +98,15 @@ const MIN_SLICE_ROWS: usize = 256;
 /// about 8 us a row, and the bookkeeping tables' one-row loads mostly
 /// update.
 const MIN_PROBE_ROWS: usize = 1000;
+
+/// The fewest staged rows that make a commit a bulk load, whose automatic
+/// checkpoint does not merge row groups. After each checkpoint DuckDB starts
+/// a new row group, and the next checkpoint's vacuum merges it into the one
+/// before, compressing those rows' strings again: during a backfill every
+/// row was compressed several times over, half of the checkpoints' time
+/// (BENCHMARKS.md, Ingest). Left to merge, they are merged once, by the first
+/// checkpoint after the backfill.
+const BULK_ROWS: usize = 1000;
 
 /// Prepared statements kept per connection: a few per table.
 const STATEMENT_CACHE: usize = 256;
@@ -298,6 +312,25 @@ impl DuckDbSink {
     /// Any failure rolls the whole commit back; nothing is half-written.
     pub fn commit(&mut self, commit: Commit) -> Result<CommitStats, SinkError> {
         let started = std::time::Instant::now();
+        let staged_rows: usize = commit.batches.iter().map(|b| b.batch.num_rows()).sum();
+        let bulk = staged_rows >= BULK_ROWS;
+        if bulk {
+            self.conn
+                .execute_batch("SET GLOBAL max_vacuum_tasks = 0")
+                .map_err(sql_err("-", "pausing row-group merges for a bulk load"))?;
+        }
+        let result = self.commit_transaction(commit, started);
+        if bulk {
+            // Back to DuckDB's default, so the next checkpoint of small
+            // commits (or the one at close) merges what the bulk load left.
+            if let Err(e) = self.conn.execute_batch("RESET GLOBAL max_vacuum_tasks") {
+                tracing::warn!(message = "Could not resume row-group merges.", error = %e);
+            }
+        }
+        result
+    }
+
+    fn commit_transaction(&mut self, commit: Commit, started: std::time::Instant) -> Result<CommitStats, SinkError> {
         self.conn
             .execute_batch("BEGIN TRANSACTION")
             .map_err(sql_err("-", "begin"))?;
@@ -465,19 +498,29 @@ impl DuckDbSink {
         let stage = staging(table);
         let staged_rows = batch.num_rows();
         let merge = &self.merges[table.name];
-        self.conn
-            .execute_batch(&merge.create_stage)
-            .map_err(sql_err(table.name, "preparing the staging table"))?;
+        // A batch of new keys, each once, goes into the table by the appender,
+        // as the issue's baseline does: staging the rows and copying them over
+        // cost twice the rows' appending. Only its keys are staged, to probe.
+        let mut known_stored = false;
+        if let Some(new_keys_only) = &merge.new_keys_only
+            && staged_rows >= MIN_PROBE_ROWS
+            && partitions.is_empty()
+            && keys_are_distinct(table, &batch)?
         {
-            let mut appender = self
-                .conn
-                .appender_to_catalog_and_db(&format!("_stage_{}", table.name), "temp", "main")
-                .map_err(sql_err(table.name, "opening the appender"))?;
-            appender
-                .append_record_batch(batch)
-                .map_err(sql_err(table.name, "appending the batch"))?;
-            appender.flush().map_err(sql_err(table.name, "flushing the appender"))?;
+            let keys = batch
+                .project(&key_positions(table))
+                .map_err(|source| SinkError::Batch {
+                    table: table.name.to_owned(),
+                    source,
+                })?;
+            self.stage(table, &new_keys_only.create_key_stage, keys)?;
+            if !self.any_staged_key_stored(table, &new_keys_only.probe)? {
+                return self.append_new_rows(table, batch, seq);
+            }
+            known_stored = true;
         }
+        let merge = &self.merges[table.name];
+        self.stage(table, &merge.create_stage, batch)?;
         if table.load == LoadRule::Replace && !partitions.is_empty() {
             let target = ident(table.name);
             let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
@@ -504,14 +547,10 @@ impl DuckDbSink {
             }
         }
         let merge_started = std::time::Instant::now();
+        let merge = &self.merges[table.name];
         let all_new = match &merge.new_keys_only {
-            Some(NewKeysOnly { probe, insert }) if staged_rows >= MIN_PROBE_ROWS => {
-                let stored: bool = self
-                    .conn
-                    .prepare_cached(probe)
-                    .and_then(|mut s| s.query_row([], |r| r.get(0)))
-                    .map_err(sql_err(table.name, "looking up the staged keys"))?;
-                (!stored).then_some(insert)
+            Some(NewKeysOnly { probe, insert, .. }) if staged_rows >= MIN_PROBE_ROWS && !known_stored => {
+                (!self.any_staged_key_stored(table, probe)?).then_some(insert)
             }
             _ => None,
         };
@@ -536,6 +575,60 @@ impl DuckDbSink {
         Ok(written as u64)
     }
 
+    /// `table`'s staging table made anew by `create`, holding `batch`.
+    fn stage(&self, table: &TableDef, create: &str, batch: RecordBatch) -> Result<(), SinkError> {
+        self.conn
+            .execute_batch(create)
+            .map_err(sql_err(table.name, "preparing the staging table"))?;
+        let mut appender = self
+            .conn
+            .appender_to_catalog_and_db(&format!("_stage_{}", table.name), "temp", "main")
+            .map_err(sql_err(table.name, "opening the appender"))?;
+        appender
+            .append_record_batch(batch)
+            .map_err(sql_err(table.name, "appending the batch"))?;
+        appender.flush().map_err(sql_err(table.name, "flushing the appender"))
+    }
+
+    fn any_staged_key_stored(&self, table: &TableDef, probe: &str) -> Result<bool, SinkError> {
+        self.conn
+            .prepare_cached(probe)
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .map_err(sql_err(table.name, "looking up the staged keys"))
+    }
+
+    /// Appends `batch`, whose keys are all new and distinct, to `table` with
+    /// the commit number, by column name: a warehouse whose columns were
+    /// added over versions may hold them in another order.
+    fn append_new_rows(&self, table: &TableDef, batch: RecordBatch, seq: i64) -> Result<u64, SinkError> {
+        let batch_err = |source| SinkError::Batch {
+            table: table.name.to_owned(),
+            source,
+        };
+        let rows = batch.num_rows();
+        let mut fields: Vec<arrow::datatypes::FieldRef> = batch.schema().fields().iter().cloned().collect();
+        fields.push(std::sync::Arc::new(arrow::datatypes::Field::new(
+            COMMIT_SEQ,
+            arrow::datatypes::DataType::Int64,
+            false,
+        )));
+        let mut columns = batch.columns().to_vec();
+        columns.push(std::sync::Arc::new(arrow::array::Int64Array::from_value(seq, rows)));
+        let with_seq = RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), columns)
+            .map_err(batch_err)?;
+        let names: Vec<&str> = table.all_columns().map(|c| c.name).chain([COMMIT_SEQ]).collect();
+        let mut appender = self
+            .conn
+            .appender_with_columns(table.name, &names)
+            .map_err(sql_err(table.name, "opening the appender"))?;
+        appender
+            .append_record_batch(with_seq)
+            .map_err(sql_err(table.name, "appending new rows"))?;
+        appender.flush().map_err(sql_err(table.name, "appending new rows"))?;
+        tracing::trace!(message = "Appended.", table = table.name, rows);
+        Ok(rows as u64)
+    }
+
     /// Every checkpoint of `pipeline`, by partition, with when it last moved
     /// (the stalest partitions go first when a budget cannot cover them all).
     pub fn checkpoints(&self, pipeline: &str) -> Result<HashMap<String, StoredCheckpoint>, SinkError> {
@@ -555,6 +648,36 @@ impl DuckDbSink {
         rows.collect::<Result<_, _>>()
             .map_err(sql_err("_sync_checkpoints", "reading checkpoints"))
     }
+}
+
+/// Where `table`'s key columns are in its batches.
+fn key_positions(table: &TableDef) -> Vec<usize> {
+    table
+        .key
+        .iter()
+        .filter_map(|k| table.all_columns().position(|c| c.name == *k))
+        .collect()
+}
+
+/// Whether no key occurs twice in `batch` (then its last row would win).
+fn keys_are_distinct(table: &TableDef, batch: &RecordBatch) -> Result<bool, SinkError> {
+    let batch_err = |source| SinkError::Batch {
+        table: table.name.to_owned(),
+        source,
+    };
+    let keys: Vec<arrow::array::ArrayRef> = key_positions(table)
+        .into_iter()
+        .map(|i| batch.column(i).clone())
+        .collect();
+    let converter = arrow::row::RowConverter::new(
+        keys.iter()
+            .map(|k| arrow::row::SortField::new(k.data_type().clone()))
+            .collect(),
+    )
+    .map_err(batch_err)?;
+    let rows = converter.convert_columns(&keys).map_err(batch_err)?;
+    let mut seen = std::collections::HashSet::with_capacity(rows.num_rows());
+    Ok(rows.iter().all(|row| seen.insert(row)))
 }
 
 /// `CREATE OR REPLACE` of `table`'s staging table: its columns, JSON as text.
@@ -610,6 +733,16 @@ fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeysOnly>) {
             "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s",
             newest_staged(&key)
         ),
+        create_key_stage: {
+            // In the key's order, as `key_positions` projects a batch.
+            let key_cols: Vec<String> = table
+                .key
+                .iter()
+                .filter_map(|k| table.all_columns().find(|c| c.name == *k))
+                .map(|c| format!("{} {}", ident(c.name), c.ty.sql()))
+                .collect();
+            format!("CREATE OR REPLACE TEMP TABLE {stage} ({})", key_cols.join(", "))
+        },
     };
     let mut by_conflict = None;
     let own_values_equal = |a: &str, b: &str| -> Vec<String> {
@@ -737,11 +870,15 @@ mod tests {
     /// again closing at `last_close`: the two rows of that key land in
     /// different slices at a 32 MiB limit.
     fn prices_with_a_repeat(last_close: f64) -> TableBatch {
+        price_days((0..=30_000i64).map(|i| if i == 30_000 { (0, last_close) } else { (i, 1.0) }))
+    }
+
+    /// One company's bars: a day's number from 1950-01-01 and its close.
+    fn price_days(days: impl Iterator<Item = (i64, f64)>) -> TableBatch {
         let table = tables::table("prices_daily").unwrap();
         let mut b = BatchBuilder::new(table, "run-1", Utc::now());
         let day0 = NaiveDate::from_ymd_opt(1950, 1, 1).unwrap();
-        for i in 0..=30_000i64 {
-            let (day, close) = if i == 30_000 { (0, last_close) } else { (i, 1.0) };
+        for (day, close) in days {
             let date = day0 + chrono::Duration::days(day);
             b.row()
                 .text(Some("S0001"))
@@ -821,6 +958,84 @@ mod tests {
             one(&sink, "SELECT text FROM event_item_texts WHERE accession = '0'"),
             "the first"
         );
+    }
+
+    /// A batch whose keys are all new and distinct is appended as it is, with
+    /// its commit's number; one with a stored key is merged by the table's rule.
+    #[test]
+    fn a_batch_of_new_keys_is_appended_and_one_with_stored_keys_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+        let mut commit = |days: std::ops::Range<i64>, close: f64| {
+            sink.commit(Commit {
+                batches: vec![price_days(days.map(|d| (d, close)))],
+                checkpoints: Vec::new(),
+            })
+            .unwrap()
+            .rows_written
+        };
+        assert_eq!(commit(0..2000, 1.0), 2000, "all new: appended");
+        assert_eq!(commit(1000..3000, 2.0), 2000, "half stored: merged");
+        assert_eq!(commit(3000..4000, 3.0), 1000, "all new again: appended");
+        let one = |sql: &str| -> String { sink.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(
+            one(
+                "SELECT string_agg(close::VARCHAR || ' x' || n, ', ' ORDER BY close) FROM \
+                 (SELECT close, count(*) n FROM prices_daily GROUP BY close)"
+            ),
+            "1.0 x1000, 2.0 x2000, 3.0 x1000"
+        );
+        // Each commit's rows carry its number, whichever way they went in.
+        assert_eq!(
+            one("SELECT string_agg(n::VARCHAR, ', ' ORDER BY s) FROM \
+                 (SELECT _commit_seq s, count(*) n FROM prices_daily GROUP BY s)"),
+            "1000, 2000, 1000"
+        );
+        assert_eq!(
+            one(
+                "SELECT count(*)::VARCHAR FROM prices_daily WHERE json_extract_string(raw, '$.padding') IS NULL \
+                 OR _run_id IS NULL OR _fetched_at IS NULL"
+            ),
+            "0"
+        );
+    }
+
+    /// With a checkpoint at every commit: the row groups two bulk loads
+    /// leave stay apart, and the next small commit's checkpoint merges them.
+    #[test]
+    fn a_bulk_load_leaves_row_groups_for_the_next_small_commit_to_merge() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+        sink.conn.execute_batch("SET checkpoint_threshold = '1KB'").unwrap();
+        let table = tables::table("event_item_texts").unwrap();
+        let mut commit_texts = |from: usize, count: usize| {
+            let mut b = BatchBuilder::new(table, "run-1", Utc::now());
+            for accession in from..from + count {
+                b.row()
+                    .text(Some(&accession.to_string()))
+                    .text(Some("8.01"))
+                    .text(Some("S0001"))
+                    .text(Some("an item's text"))
+                    .end("{}", "/x");
+            }
+            sink.commit(Commit {
+                batches: vec![TableBatch::build(b).unwrap()],
+                checkpoints: Vec::new(),
+            })
+            .unwrap();
+            sink.conn
+                .query_row(
+                    "SELECT count(DISTINCT row_group_id)::VARCHAR || ' row groups, ' || \
+                     current_setting('max_vacuum_tasks')::VARCHAR || ' vacuum tasks' \
+                     FROM pragma_storage_info('event_item_texts')",
+                    [],
+                    |r| r.get::<_, String>(0),
+                )
+                .unwrap()
+        };
+        assert_eq!(commit_texts(0, BULK_ROWS), "1 row groups, 100 vacuum tasks");
+        assert_eq!(commit_texts(BULK_ROWS, BULK_ROWS), "2 row groups, 100 vacuum tasks");
+        assert_eq!(commit_texts(2 * BULK_ROWS, 1), "1 row groups, 100 vacuum tasks");
     }
 
     #[test]
