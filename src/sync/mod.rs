@@ -199,8 +199,7 @@ async fn goes_on(done: &FetchedTx, step: Result<bool, SyncError>) -> bool {
 /// Responses (companies, filings, series) committed in one transaction at
 /// most, when they arrive faster than the warehouse commits: enough to spread
 /// a commit's fixed cost, few enough that a crash re-reads little and memory
-/// stays bounded. Ten companies' whole price histories are 50,000 rows;
-/// forty were no faster and 80-100 MiB larger (BENCHMARKS.md, Ingest).
+/// stays bounded. Ten companies' whole price histories are 50,000 rows.
 const COMMIT_GROUP: usize = 10;
 
 impl Syncer {
@@ -225,6 +224,19 @@ impl Syncer {
         usize::try_from(self.config.warehouse.memory_limit_mb / 6)
             .unwrap_or(usize::MAX)
             .clamp(COMMIT_GROUP, 40)
+    }
+
+    /// Companies committed in one transaction at most by the per-company
+    /// pipelines: [`COMMIT_GROUP`] up to 80 MiB of `memory_limit_mb`, 30 from
+    /// 240. Thirty whole price histories (about 150,000 rows) fill one of
+    /// DuckDB's row groups, which it then writes compressed straight into the
+    /// file instead of through the WAL: 600 companies' prices took a quarter
+    /// less time than in groups of ten, and peaked 45-60 MiB higher, so small
+    /// pods keep ten (BENCHMARKS.md, Ingest).
+    fn company_group(&self) -> usize {
+        usize::try_from(self.config.warehouse.memory_limit_mb / 8)
+            .unwrap_or(usize::MAX)
+            .clamp(COMMIT_GROUP, 30)
     }
 
     fn new_run_id(&self) -> String {
@@ -724,7 +736,7 @@ impl Syncer {
         // cannot be proven Send, and the daemon spawns it (rust-lang/rust#102211).
         let fetches = fetches.collect::<Vec<_>>();
         let concurrency = self.config.upstream.concurrency;
-        self.commit_as_fetched(run_id, progress, COMMIT_GROUP, |done| async move {
+        self.commit_as_fetched(run_id, progress, self.company_group(), |done| async move {
             let mut noted = Progress::default();
             let mut results = futures::stream::iter(fetches).buffered(concurrency);
             while let Some((key, partial, fetched)) = results.next().await {
