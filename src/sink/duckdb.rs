@@ -519,7 +519,6 @@ impl DuckDbSink {
             }
             known_stored = true;
         }
-        let merge = &self.merges[table.name];
         self.stage(table, &merge.create_stage, batch)?;
         if table.load == LoadRule::Replace && !partitions.is_empty() {
             let target = ident(table.name);
@@ -547,7 +546,6 @@ impl DuckDbSink {
             }
         }
         let merge_started = std::time::Instant::now();
-        let merge = &self.merges[table.name];
         let all_new = match &merge.new_keys_only {
             Some(NewKeysOnly { probe, insert, .. }) if staged_rows >= MIN_PROBE_ROWS && !known_stored => {
                 (!self.any_staged_key_stored(table, probe)?).then_some(insert)
