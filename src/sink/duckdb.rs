@@ -998,6 +998,42 @@ mod tests {
         );
     }
 
+    /// New rows go in by column name: a warehouse made by another version
+    /// may hold the same columns in another order.
+    #[test]
+    fn new_rows_are_appended_by_column_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.duckdb");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE prices_daily (_commit_seq BIGINT, raw JSON, close DOUBLE, volume BIGINT, \
+                 company_key VARCHAR NOT NULL, date DATE NOT NULL, symbol VARCHAR, t_ms BIGINT, open DOUBLE, \
+                 high DOUBLE, low DOUBLE, _route VARCHAR, _run_id VARCHAR, _fetched_at TIMESTAMPTZ, \
+                 PRIMARY KEY (company_key, date))",
+            )
+            .unwrap();
+        let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+        let written = sink
+            .commit(Commit {
+                batches: vec![price_days((0..2000).map(|d| (d, 5.0)))],
+                checkpoints: Vec::new(),
+            })
+            .unwrap()
+            .rows_written;
+        assert_eq!(written, 2000);
+        let matching: i64 = sink
+            .conn
+            .query_row(
+                "SELECT count(*) FROM prices_daily WHERE close = 5.0 AND volume = 100 AND company_key = 'S0001' \
+                 AND symbol = 'S1' AND _run_id = 'run-1' AND _route = '/x' AND _commit_seq IS NOT NULL",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(matching, 2000);
+    }
+
     /// With a checkpoint at every commit: the row groups two bulk loads
     /// leave stay apart, and the next small commit's checkpoint merges them.
     #[test]

@@ -227,7 +227,7 @@ impl Syncer {
     }
 
     /// Companies committed in one transaction at most by the per-company
-    /// pipelines: [`COMMIT_GROUP`] up to 80 MiB of `memory_limit_mb`, 30 from
+    /// pipelines: [`COMMIT_GROUP`] below 88 MiB of `memory_limit_mb`, 30 from
     /// 240. Thirty whole price histories (about 150,000 rows) fill one of
     /// DuckDB's row groups, which it then writes compressed straight into the
     /// file instead of through the WAL: 600 companies' prices took a quarter
