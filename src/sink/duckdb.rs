@@ -505,7 +505,6 @@ impl DuckDbSink {
         if let Some(new_keys_only) = &merge.new_keys_only
             && staged_rows >= MIN_PROBE_ROWS
             && partitions.is_empty()
-            && keys_are_distinct(table, &batch)?
         {
             let keys = batch
                 .project(&key_positions(table))
@@ -513,11 +512,13 @@ impl DuckDbSink {
                     table: table.name.to_owned(),
                     source,
                 })?;
-            self.stage(table, &new_keys_only.create_key_stage, keys)?;
-            if !self.any_staged_key_stored(table, &new_keys_only.probe)? {
-                return self.append_new_rows(table, batch, seq);
+            if keys_are_distinct(table, &keys)? {
+                self.stage(table, &new_keys_only.create_key_stage, keys)?;
+                if !self.any_staged_key_stored(table, &new_keys_only.probe)? {
+                    return self.append_new_rows(table, batch, seq);
+                }
+                known_stored = true;
             }
-            known_stored = true;
         }
         self.stage(table, &merge.create_stage, batch)?;
         if table.load == LoadRule::Replace && !partitions.is_empty() {
@@ -657,23 +658,21 @@ fn key_positions(table: &TableDef) -> Vec<usize> {
         .collect()
 }
 
-/// Whether no key occurs twice in `batch` (then its last row would win).
-fn keys_are_distinct(table: &TableDef, batch: &RecordBatch) -> Result<bool, SinkError> {
+/// Whether no row of `keys` (a batch's key columns) occurs twice: were one
+/// to, its last row would have to win.
+fn keys_are_distinct(table: &TableDef, keys: &RecordBatch) -> Result<bool, SinkError> {
     let batch_err = |source| SinkError::Batch {
         table: table.name.to_owned(),
         source,
     };
-    let keys: Vec<arrow::array::ArrayRef> = key_positions(table)
-        .into_iter()
-        .map(|i| batch.column(i).clone())
-        .collect();
     let converter = arrow::row::RowConverter::new(
-        keys.iter()
+        keys.columns()
+            .iter()
             .map(|k| arrow::row::SortField::new(k.data_type().clone()))
             .collect(),
     )
     .map_err(batch_err)?;
-    let rows = converter.convert_columns(&keys).map_err(batch_err)?;
+    let rows = converter.convert_columns(keys.columns()).map_err(batch_err)?;
     let mut seen = std::collections::HashSet::with_capacity(rows.num_rows());
     Ok(rows.iter().all(|row| seen.insert(row)))
 }
