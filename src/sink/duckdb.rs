@@ -11,7 +11,7 @@ use arrow::record_batch::RecordBatch;
 use chrono::Utc;
 use duckdb::Connection;
 
-use super::{Commit, CommitStats, SinkError, StoredCheckpoint, TableBatch};
+use super::{Commit, CommitStats, SinkError, StoredCheckpoint, TableBatch, batch_err};
 use crate::batch::BatchBuilder;
 use crate::tables::{self, ColType, LoadRule, TABLES, TableDef};
 
@@ -506,12 +506,7 @@ impl DuckDbSink {
             && staged_rows >= MIN_PROBE_ROWS
             && partitions.is_empty()
         {
-            let keys = batch
-                .project(&key_positions(table))
-                .map_err(|source| SinkError::Batch {
-                    table: table.name.to_owned(),
-                    source,
-                })?;
+            let keys = batch.project(&key_positions(table)).map_err(batch_err(table.name))?;
             if keys_are_distinct(table, &keys)? {
                 self.stage(table, &new_keys_only.create_key_stage, keys)?;
                 if !self.any_staged_key_stored(table, &new_keys_only.probe)? {
@@ -600,10 +595,6 @@ impl DuckDbSink {
     /// the commit number, by column name: a warehouse whose columns were
     /// added over versions may hold them in another order.
     fn append_new_rows(&self, table: &TableDef, batch: RecordBatch, seq: i64) -> Result<u64, SinkError> {
-        let batch_err = |source| SinkError::Batch {
-            table: table.name.to_owned(),
-            source,
-        };
         let rows = batch.num_rows();
         let mut fields: Vec<arrow::datatypes::FieldRef> = batch.schema().fields().iter().cloned().collect();
         fields.push(std::sync::Arc::new(arrow::datatypes::Field::new(
@@ -614,7 +605,7 @@ impl DuckDbSink {
         let mut columns = batch.columns().to_vec();
         columns.push(std::sync::Arc::new(arrow::array::Int64Array::from_value(seq, rows)));
         let with_seq = RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), columns)
-            .map_err(batch_err)?;
+            .map_err(batch_err(table.name))?;
         let names: Vec<&str> = table.all_columns().map(|c| c.name).chain([COMMIT_SEQ]).collect();
         let mut appender = self
             .conn
@@ -649,30 +640,31 @@ impl DuckDbSink {
     }
 }
 
-/// Where `table`'s key columns are in its batches.
-fn key_positions(table: &TableDef) -> Vec<usize> {
+/// `table`'s key columns in the key's order, each with where it is in a batch.
+fn key_columns(table: &TableDef) -> impl Iterator<Item = (usize, &'static tables::Column)> + '_ {
     table
         .key
         .iter()
-        .filter_map(|k| table.all_columns().position(|c| c.name == *k))
-        .collect()
+        .filter_map(|k| table.all_columns().enumerate().find(|(_, c)| c.name == *k))
+}
+
+fn key_positions(table: &TableDef) -> Vec<usize> {
+    key_columns(table).map(|(position, _)| position).collect()
 }
 
 /// Whether no row of `keys` (a batch's key columns) occurs twice: were one
 /// to, its last row would have to win.
 fn keys_are_distinct(table: &TableDef, keys: &RecordBatch) -> Result<bool, SinkError> {
-    let batch_err = |source| SinkError::Batch {
-        table: table.name.to_owned(),
-        source,
-    };
     let converter = arrow::row::RowConverter::new(
         keys.columns()
             .iter()
             .map(|k| arrow::row::SortField::new(k.data_type().clone()))
             .collect(),
     )
-    .map_err(batch_err)?;
-    let rows = converter.convert_columns(keys.columns()).map_err(batch_err)?;
+    .map_err(batch_err(table.name))?;
+    let rows = converter
+        .convert_columns(keys.columns())
+        .map_err(batch_err(table.name))?;
     let mut seen = std::collections::HashSet::with_capacity(rows.num_rows());
     Ok(rows.iter().all(|row| seen.insert(row)))
 }
@@ -731,12 +723,8 @@ fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeysOnly>) {
             newest_staged(&key)
         ),
         create_key_stage: {
-            // In the key's order, as `key_positions` projects a batch.
-            let key_cols: Vec<String> = table
-                .key
-                .iter()
-                .filter_map(|k| table.all_columns().find(|c| c.name == *k))
-                .map(|c| format!("{} {}", ident(c.name), c.ty.sql()))
+            let key_cols: Vec<String> = key_columns(table)
+                .map(|(_, c)| format!("{} {}", ident(c.name), c.ty.sql()))
                 .collect();
             format!("CREATE OR REPLACE TEMP TABLE {stage} ({})", key_cols.join(", "))
         },

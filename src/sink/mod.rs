@@ -60,6 +60,14 @@ pub enum SinkError {
     Reopen { path: PathBuf, message: String },
 }
 
+/// The error for an Arrow failure while shaping `table`'s rows.
+pub(crate) fn batch_err(table: &str) -> impl FnOnce(arrow::error::ArrowError) -> SinkError + '_ {
+    move |source| SinkError::Batch {
+        table: table.to_owned(),
+        source,
+    }
+}
+
 /// One table's rows, ready to load.
 #[derive(Debug)]
 pub struct TableBatch {
@@ -77,10 +85,7 @@ impl TableBatch {
     /// When a row was misshapen (a bug in a record mapper), named with the table.
     pub fn build(builder: crate::batch::BatchBuilder) -> Result<TableBatch, SinkError> {
         let table = builder.table();
-        let batch = builder.finish().map_err(|source| SinkError::Batch {
-            table: table.name.into(),
-            source,
-        })?;
+        let batch = builder.finish().map_err(batch_err(table.name))?;
         Ok(TableBatch {
             table,
             batch,
@@ -112,10 +117,7 @@ impl TableBatch {
                 if !more.is_empty() {
                     let schema = first.batch.schema();
                     let all = std::iter::once(&first.batch).chain(more.iter());
-                    first.batch = arrow::compute::concat_batches(&schema, all).map_err(|source| SinkError::Batch {
-                        table: first.table.name.into(),
-                        source,
-                    })?;
+                    first.batch = arrow::compute::concat_batches(&schema, all).map_err(batch_err(first.table.name))?;
                     first.partitions.sort();
                     first.partitions.dedup();
                 }
