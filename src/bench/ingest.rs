@@ -1,6 +1,8 @@
 //! `fdsync bench ingest`: a news backfill and companies' full price histories
 //! from the emulator's JSON to committed DuckDB rows, against a baseline that
-//! only parses the same bytes and appends them with a plain Appender.
+//! only parses the same bytes and appends them with a plain Appender. Both
+//! sides are timed until their database file is closed: the checkpoint at
+//! close is work the load left to do.
 //!
 //! Each side runs in its own process of this binary, so that its peak memory
 //! is its own; both read the same pages from the same emulator process.
@@ -133,7 +135,6 @@ async fn timed_sync(
     let started = Instant::now();
     let (report, result) = syncer.run_once(pipelines).await;
     result?;
-    let seconds = started.elapsed().as_secs_f64();
     let rows: i64 = syncer
         .sink
         .call(move |s| {
@@ -142,7 +143,9 @@ async fn timed_sync(
         })
         .await?
         .map_err(|e| SyncError::Other(format!("counting rows: {e}")))?;
+    // Closing checkpoints what the run left in the WAL: work the run owes.
     syncer.sink.close().await;
+    let seconds = started.elapsed().as_secs_f64();
     Ok(IngestChildReport {
         rows: rows as u64,
         requests: report.outcomes.iter().map(|o| o.requests).sum(),
@@ -348,8 +351,8 @@ async fn child_baseline_prices(
 }
 
 /// The baseline's timed part: a fresh plain table (`create`), every page
-/// appended by `append` with DuckDB's Appender (counting its rows), one flush.
-/// Returns the rows and the seconds it took.
+/// appended by `append` with DuckDB's Appender (counting its rows), one
+/// flush, the file closed. Returns the rows and the seconds it took.
 fn timed_append<P>(
     warehouse: &std::path::Path,
     create: &str,
@@ -371,6 +374,10 @@ fn timed_append<P>(
     appender
         .flush()
         .map_err(|e| SyncError::Other(format!("baseline flush: {e}")))?;
+    drop(appender);
+    // Timed to the closed file, as fdsync's side is.
+    conn.close()
+        .map_err(|(_, e)| SyncError::Other(format!("baseline close: {e}")))?;
     Ok((rows, started.elapsed().as_secs_f64()))
 }
 
