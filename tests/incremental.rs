@@ -137,3 +137,39 @@ async fn new_and_restated_bars_land_and_match_the_service() {
         );
     }
 }
+
+/// The universe resolves in one pass of concurrent lookups: an identifier the
+/// service does not know is named and skipped, two spellings of one company
+/// are one member, and a second run asks only about the unknown one again.
+#[tokio::test]
+async fn an_unknown_company_is_named_and_the_others_resolve() {
+    let universe = ["AAPL", "NOPE", "MSFT", "0000789019", "AAPL", "TW:2330"];
+    let h = Harness::new(PlanLimits::build(), &universe).await;
+    let pipelines = h.only(&["companies", "prices"]);
+    let (first, result) = h.syncer.run_once(&pipelines).await;
+    result.unwrap();
+    let companies = &first.outcomes[0];
+    assert_eq!(companies.pipeline, "companies");
+    assert_eq!(companies.status, fdsync::sync::RunStatus::Partial);
+    let error = companies.error.as_deref().unwrap_or_default();
+    assert!(error.contains("\"NOPE\" is unknown to the service"), "{error}");
+    assert_eq!(companies.requests, 5, "each distinct identifier asked once");
+    assert_eq!(h.int("SELECT count(*) FROM companies").await, 3);
+    assert_eq!(h.int("SELECT count(DISTINCT company_key) FROM prices_daily").await, 3);
+    assert_eq!(
+        h.int("SELECT count(*) FROM _sync_checkpoints WHERE pipeline = 'companies'")
+            .await,
+        4,
+        "a checkpoint per spelling resolved"
+    );
+
+    let (second, result) = h.syncer.run_once(&pipelines).await;
+    result.unwrap();
+    let asked = h
+        .strings(&format!(
+            "SELECT route FROM _sync_requests WHERE run_id = '{}' AND regexp_matches(route, '^/api/v1/companies/[^/]+$')",
+            second.run_id
+        ))
+        .await;
+    assert_eq!(asked, ["/api/v1/companies/NOPE"]);
+}

@@ -848,16 +848,26 @@ impl Syncer {
 
     /// Maps every configured identifier to its canonical `company_key`, asking the
     /// service only about identifiers never resolved before, and drops duplicates
-    /// (`MSFT` and `789019` are one company).
+    /// (`MSFT` and `789019` are one company). The lookups run `concurrency` at a
+    /// time and commit in groups as they arrive, like any per-company pipeline:
+    /// one at a time, each in its own commit, a first sync of 2,000 companies
+    /// spent most of a minute here (BENCHMARKS.md, Cold start).
     async fn resolve_universe(&self, run_id: &str, progress: &mut Progress) -> Result<Vec<Member>, SyncError> {
         let known = self.sink.call(|s| s.checkpoints(UNIVERSE_PIPELINE)).await??;
-        let mut members: Vec<Member> = Vec::new();
-        for id in &self.config.universe.companies {
-            let id = id.trim().to_owned();
-            let key = match known.get(&id) {
-                Some(resolved) => resolved.cursor.clone(),
-                None => {
-                    let route = format!("/api/v1/companies/{}", encode(&id));
+        let ids: Vec<String> = self
+            .config
+            .universe
+            .companies
+            .iter()
+            .map(|id| id.trim().to_owned())
+            .collect();
+        let mut asked = std::collections::HashSet::new();
+        let lookups = ids
+            .iter()
+            .filter(|id| !known.contains_key(*id) && asked.insert(*id))
+            .map(|id| {
+                let route = format!("/api/v1/companies/{}", encode(id));
+                async move {
                     let fetched = self
                         .client
                         .get(&route, Access::Key, |body| {
@@ -867,31 +877,64 @@ impl Syncer {
                             Ok((rows, company))
                         })
                         .await;
-                    let (rows, company) = match fetched {
-                        Ok(f) => f.value,
+                    (id, fetched)
+                }
+            })
+            // Collected first: see `run_fan_out`.
+            .collect::<Vec<_>>();
+        let resolved = std::sync::Mutex::new(std::collections::HashMap::<&str, String>::new());
+        let concurrency = self.config.upstream.concurrency;
+        self.commit_as_fetched(run_id, progress, self.company_group(), |done| {
+            let resolved = &resolved;
+            async move {
+                let mut noted = Progress::default();
+                let mut results = futures::stream::iter(lookups).buffered(concurrency);
+                while let Some((id, fetched)) = results.next().await {
+                    let ready = match fetched {
+                        Ok(f) => {
+                            let (rows, company) = f.value;
+                            // A company without its key is quarantined: its rows commit, it joins no pipeline.
+                            let checkpoints = company.map(|company| {
+                                resolved
+                                    .lock()
+                                    .expect("no lookup panics holding it")
+                                    .insert(id.as_str(), company.cik.clone());
+                                Checkpoint {
+                                    pipeline: UNIVERSE_PIPELINE.into(),
+                                    partition: id.clone(),
+                                    cursor: company.cik,
+                                }
+                            });
+                            Ok((rows, checkpoints.into_iter().collect()))
+                        }
                         Err(UpstreamError::NotFound { .. }) => {
-                            progress.problems.push(format!(
+                            noted.problems.push(format!(
                                 "universe.companies: {id:?} is unknown to the service (404); fix or remove it"
                             ));
                             continue;
                         }
-                        Err(e) => return Err(upstream_error(e)),
+                        Err(e) => Err(upstream_error(e)),
                     };
-                    let Some(company) = company else {
-                        self.commit(run_id, rows, None, progress).await?;
-                        continue;
-                    };
-                    let checkpoint = Checkpoint {
-                        pipeline: UNIVERSE_PIPELINE.into(),
-                        partition: id.clone(),
-                        cursor: company.cik.clone(),
-                    };
-                    self.commit(run_id, rows, Some(checkpoint), progress).await?;
-                    company.cik
+                    if !send_fetched(&done, ready).await {
+                        break;
+                    }
                 }
+                noted
+            }
+        })
+        .await?;
+        let resolved = resolved.into_inner().expect("no lookup panics holding it");
+        let mut members: Vec<Member> = Vec::new();
+        for id in &ids {
+            let key = match known.get(id) {
+                Some(stored) => &stored.cursor,
+                None => match resolved.get(id.as_str()) {
+                    Some(key) => key,
+                    None => continue,
+                },
             };
-            if !members.iter().any(|m| m.key == key) {
-                members.push(Member { key });
+            if !members.iter().any(|m| &m.key == key) {
+                members.push(Member { key: key.clone() });
             }
         }
         Ok(members)
