@@ -189,6 +189,7 @@ impl SinkOptions {
             duckdb: duckdb::Settings {
                 memory_limit_mb: warehouse.memory_limit_mb,
                 threads: warehouse.duckdb_threads,
+                ..duckdb::Settings::default()
             },
             ..SinkOptions::default()
         }
@@ -322,6 +323,12 @@ fn serve(
                     }
                 }
                 job(Ok(open.as_mut().expect("opened above")));
+                if let Some(sink) = open.take_if(|s| s.wants_reopen()) {
+                    sink.close_for_reopen();
+                    // At once, so a reader has no time to take the file; if one
+                    // did, the next job waits for it as after an idle release.
+                    open = DuckDbSink::reopen(path, &options.duckdb).ok();
+                }
             }
             Message::Close(done) => {
                 // Both released before the caller hears back, so it can open the file at once.
