@@ -23,7 +23,7 @@ use crate::config::{Config, ConfigError};
 use crate::pipeline::{FanOut, Pipeline, Records};
 use crate::planner;
 use crate::records::{self, Rows};
-use crate::sink::{Checkpoint, Commit, SinkError, SinkHandle, TableBatch};
+use crate::sink::{Checkpoint, Commit, SinkError, SinkHandle, StoredCheckpoint, TableBatch};
 use crate::tables;
 use crate::upstream::ratelimit::QuotaWindow;
 use crate::upstream::{Access, Client, RequestRecord, UpstreamError, encode};
@@ -882,63 +882,59 @@ impl Syncer {
             })
             // Collected first: see `run_fan_out`.
             .collect::<Vec<_>>();
-        let resolved = std::sync::Mutex::new(std::collections::HashMap::<&str, String>::new());
+        if lookups.is_empty() {
+            return Ok(members_of(&ids, &known));
+        }
         let concurrency = self.config.upstream.concurrency;
-        self.commit_as_fetched(run_id, progress, self.company_group(), |done| {
-            let resolved = &resolved;
-            async move {
-                let mut noted = Progress::default();
-                let mut results = futures::stream::iter(lookups).buffered(concurrency);
-                while let Some((id, fetched)) = results.next().await {
-                    let ready = match fetched {
-                        Ok(f) => {
-                            let (rows, company) = f.value;
-                            // A company without its key is quarantined: its rows commit, it joins no pipeline.
-                            let checkpoints = company.map(|company| {
-                                resolved
-                                    .lock()
-                                    .expect("no lookup panics holding it")
-                                    .insert(id.as_str(), company.cik.clone());
-                                Checkpoint {
-                                    pipeline: UNIVERSE_PIPELINE.into(),
-                                    partition: id.clone(),
-                                    cursor: company.cik,
-                                }
-                            });
-                            Ok((rows, checkpoints.into_iter().collect()))
-                        }
-                        Err(UpstreamError::NotFound { .. }) => {
-                            noted.problems.push(format!(
-                                "universe.companies: {id:?} is unknown to the service (404); fix or remove it"
-                            ));
-                            continue;
-                        }
-                        Err(e) => Err(upstream_error(e)),
-                    };
-                    if !send_fetched(&done, ready).await {
-                        break;
+        self.commit_as_fetched(run_id, progress, self.company_group(), |done| async move {
+            let mut noted = Progress::default();
+            let mut results = futures::stream::iter(lookups).buffered(concurrency);
+            while let Some((id, fetched)) = results.next().await {
+                let ready = match fetched {
+                    // A company without its key is quarantined: its rows commit, it joins no pipeline.
+                    Ok(f) => {
+                        let (rows, company) = f.value;
+                        let checkpoints = company.map(|company| Checkpoint {
+                            pipeline: UNIVERSE_PIPELINE.into(),
+                            partition: id.clone(),
+                            cursor: company.cik,
+                        });
+                        Ok((rows, checkpoints.into_iter().collect()))
                     }
+                    Err(UpstreamError::NotFound { .. }) => {
+                        noted.problems.push(format!(
+                            "universe.companies: {id:?} is unknown to the service (404); fix or remove it"
+                        ));
+                        continue;
+                    }
+                    Err(e) => Err(upstream_error(e)),
+                };
+                if !send_fetched(&done, ready).await {
+                    break;
                 }
-                noted
             }
+            noted
         })
         .await?;
-        let resolved = resolved.into_inner().expect("no lookup panics holding it");
-        let mut members: Vec<Member> = Vec::new();
-        for id in &ids {
-            let key = match known.get(id) {
-                Some(stored) => &stored.cursor,
-                None => match resolved.get(id.as_str()) {
-                    Some(key) => key,
-                    None => continue,
-                },
-            };
-            if !members.iter().any(|m| &m.key == key) {
-                members.push(Member { key: key.clone() });
-            }
-        }
-        Ok(members)
+        // What the lookups resolved is what they committed.
+        let known = self.sink.call(|s| s.checkpoints(UNIVERSE_PIPELINE)).await??;
+        Ok(members_of(&ids, &known))
     }
+}
+
+/// The configured identifiers' companies, in the configured order, each once.
+fn members_of(ids: &[String], resolved: &std::collections::HashMap<String, StoredCheckpoint>) -> Vec<Member> {
+    let mut members: Vec<Member> = Vec::new();
+    for key in ids
+        .iter()
+        .filter_map(|id| resolved.get(id))
+        .map(|stored| &stored.cursor)
+    {
+        if !members.iter().any(|m| &m.key == key) {
+            members.push(Member { key: key.clone() });
+        }
+    }
+    members
 }
 
 /// A member's 404 is noted (the pipeline ends `partial`) and skipped; any other
