@@ -116,6 +116,11 @@ const MIN_PROBE_ROWS: usize = 1000;
 /// checkpoint after the backfill.
 const BULK_ROWS: usize = 1000;
 
+/// Stops checkpoints merging row groups ([`BULK_ROWS`]), until
+/// [`RESUME_MERGES`] or the database is opened again.
+const PAUSE_MERGES: &str = "SET GLOBAL max_vacuum_tasks = 0";
+const RESUME_MERGES: &str = "RESET GLOBAL max_vacuum_tasks";
+
 /// Rows a connection commits before the writer closes the file and opens it
 /// again. While a database is open DuckDB keeps, outside its `memory_limit`,
 /// what it knows of every row group and block written: a million-item news
@@ -279,7 +284,7 @@ impl DuckDbSink {
     /// reopens of a million news items, against nothing). The next checkpoint
     /// of a small commit, or the close at the end, merges them once.
     pub fn close_for_reopen(self) {
-        if let Err(e) = self.conn.execute_batch("SET GLOBAL max_vacuum_tasks = 0") {
+        if let Err(e) = self.conn.execute_batch(PAUSE_MERGES) {
             tracing::warn!(message = "Could not pause row-group merges before reopening.", error = %e);
         }
     }
@@ -352,14 +357,14 @@ impl DuckDbSink {
         let bulk = staged_rows >= BULK_ROWS;
         if bulk {
             self.conn
-                .execute_batch("SET GLOBAL max_vacuum_tasks = 0")
+                .execute_batch(PAUSE_MERGES)
                 .map_err(sql_err("-", "pausing row-group merges for a bulk load"))?;
         }
         let result = self.commit_transaction(commit, started);
         if bulk {
             // Back to DuckDB's default, so the next checkpoint of small
             // commits (or the one at close) merges what the bulk load left.
-            if let Err(e) = self.conn.execute_batch("RESET GLOBAL max_vacuum_tasks") {
+            if let Err(e) = self.conn.execute_batch(RESUME_MERGES) {
                 tracing::warn!(message = "Could not resume row-group merges.", error = %e);
             }
         }

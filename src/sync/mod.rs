@@ -924,17 +924,14 @@ impl Syncer {
 
 /// The configured identifiers' companies, in the configured order, each once.
 fn members_of(ids: &[String], resolved: &std::collections::HashMap<String, StoredCheckpoint>) -> Vec<Member> {
-    let mut members: Vec<Member> = Vec::new();
-    for key in ids
-        .iter()
+    let mut seen = std::collections::HashSet::new();
+    ids.iter()
         .filter_map(|id| resolved.get(id))
-        .map(|stored| &stored.cursor)
-    {
-        if !members.iter().any(|m| &m.key == key) {
-            members.push(Member { key: key.clone() });
-        }
-    }
-    members
+        .filter(|stored| seen.insert(stored.cursor.as_str()))
+        .map(|stored| Member {
+            key: stored.cursor.clone(),
+        })
+        .collect()
 }
 
 /// A member's 404 is noted (the pipeline ends `partial`) and skipped; any other
