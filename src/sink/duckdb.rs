@@ -29,6 +29,32 @@ pub struct DuckDbSink {
     /// ([`DuckDbSink::wants_reopen`]).
     rows_since_open: usize,
     reopen_after_rows: usize,
+    /// Bulk commits loaded in a transaction left open ([`DuckDbSink::commit_held`]).
+    held: Option<Held>,
+    /// Whether bulk commits may be held: [`Settings::holds_bulk_commits`].
+    holds_bulk_commits: bool,
+}
+
+/// Commits loaded in the writer's open transaction and not yet committed.
+#[derive(Debug, Default)]
+struct Held {
+    commits: usize,
+    /// Rows loaded per table since the transaction began.
+    rows: HashMap<&'static str, usize>,
+}
+
+impl Held {
+    /// Whether the transaction should commit now: once a table holds
+    /// [`HELD_ROW_GROUPS`] of DuckDB's row groups. DuckDB writes a
+    /// transaction's rows straight into the file, compressed, a row group at
+    /// a time, and ends it with a partial row group; a checkpoint merges up
+    /// to four adjacent row groups whose rows fit in one fewer (DuckDB 2's
+    /// `RowGroupCollection::ScheduleVacuumTasks`), so with three whole ones
+    /// between two partial ones, none ever merges.
+    fn fills_row_groups(&self) -> bool {
+        let most = self.rows.values().copied().max().unwrap_or(0);
+        most >= HELD_ROW_GROUPS * ROW_GROUP_ROWS
+    }
 }
 
 /// The writer connection's DuckDB settings (`[warehouse]`).
@@ -51,6 +77,16 @@ impl Settings {
     /// last one stay in memory), so the threshold follows the limit: 1 GiB
     /// ran out of memory at 48 MiB, and 24 MiB there was no faster, so
     /// small pods keep DuckDB's default (BENCHMARKS.md, Ingest).
+    /// Whether bulk commits may be held in one transaction until it fills
+    /// DuckDB's row groups ([`DuckDbSink::commit_held`]): from a 128 MiB
+    /// limit. Until the transaction commits, DuckDB keeps the index entries
+    /// of every key it loaded in memory, and buffers each table's rows
+    /// until a row group is full: about 50 MiB more at the peak of a news
+    /// backfill, more than a small pod has (BENCHMARKS.md, Ingest).
+    pub fn holds_bulk_commits(&self) -> bool {
+        self.memory_limit_mb >= HOLD_FROM_MB
+    }
+
     pub fn checkpoint_threshold_mb(&self) -> u64 {
         if self.memory_limit_mb >= 64 {
             self.memory_limit_mb / 2
@@ -128,6 +164,16 @@ const RESUME_MERGES: &str = "RESET GLOBAL max_vacuum_tasks";
 /// 100,000-item one, which made a small pod's peak grow with the data. A
 /// database opened again loads only what it reads (BENCHMARKS.md, Memory).
 pub const REOPEN_AFTER_ROWS: usize = 500_000;
+
+/// DuckDB's rows per row group (its default `ROW_GROUP_SIZE`, which the
+/// warehouse keeps).
+const ROW_GROUP_ROWS: usize = 122_880;
+
+/// Row groups of one table that end a held transaction ([`Held::fills_row_groups`]).
+const HELD_ROW_GROUPS: usize = 3;
+
+/// The smallest `memory_limit_mb` that holds bulk commits ([`Settings::holds_bulk_commits`]).
+const HOLD_FROM_MB: u64 = 128;
 
 /// Prepared statements kept per connection: a few per table.
 const STATEMENT_CACHE: usize = 256;
@@ -269,13 +315,15 @@ impl DuckDbSink {
             memory_limit_mb: settings.memory_limit_mb.max(16),
             rows_since_open: 0,
             reopen_after_rows: settings.reopen_after_rows,
+            held: None,
+            holds_bulk_commits: settings.holds_bulk_commits(),
         })
     }
 
     /// Whether this connection has committed enough rows to be closed and
     /// opened again ([`REOPEN_AFTER_ROWS`]).
     pub fn wants_reopen(&self) -> bool {
-        self.rows_since_open >= self.reopen_after_rows
+        self.held.is_none() && self.rows_since_open >= self.reopen_after_rows
     }
 
     /// Closes the file to open it again. Its closing checkpoint leaves row
@@ -346,11 +394,49 @@ impl DuckDbSink {
         Ok(())
     }
 
-    /// Commits rows and checkpoints in one transaction.
+    /// Commits rows and checkpoints in one transaction, with any commits
+    /// held before them.
     ///
     /// # Errors
-    /// Any failure rolls the whole commit back; nothing is half-written.
+    /// Any failure rolls the whole transaction back; nothing is half-written.
     pub fn commit(&mut self, commit: Commit) -> Result<CommitStats, SinkError> {
+        self.load_commit(commit, false)
+    }
+
+    /// Loads rows and checkpoints as [`DuckDbSink::commit`] does, but leaves
+    /// the transaction open for the next commits until it fills DuckDB's row
+    /// groups ([`Held::fills_row_groups`]). Each commit of a backfill used to
+    /// end in a partial row group, and the next one started a new one; the
+    /// first checkpoint after the load then merged them, compressing most
+    /// rows a second time: a quarter of a backfill's time, and a file two
+    /// thirds larger (BENCHMARKS.md, Ingest). Rows and checkpoints still
+    /// commit together, so a crash loses the held commits whole and the next
+    /// run reads them again. [`DuckDbSink::commit_held_now`] or the next
+    /// [`DuckDbSink::commit`] commits them.
+    ///
+    /// # Errors
+    /// Any failure rolls back this commit and those held with it.
+    pub fn commit_held(&mut self, commit: Commit) -> Result<CommitStats, SinkError> {
+        self.load_commit(commit, self.holds_bulk_commits)
+    }
+
+    /// Commits the transaction [`DuckDbSink::commit_held`] left open, if any.
+    ///
+    /// # Errors
+    /// When the commit fails: the held commits are rolled back.
+    pub fn commit_held_now(&mut self) -> Result<(), SinkError> {
+        let Some(held) = self.held.take() else {
+            return Ok(());
+        };
+        if let Err(e) = self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit")) {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            return Err(self.rolled_back(e, held.commits));
+        }
+        tracing::trace!(message = "Committed the held commits.", commits = held.commits);
+        Ok(())
+    }
+
+    fn load_commit(&mut self, commit: Commit, may_hold: bool) -> Result<CommitStats, SinkError> {
         let started = std::time::Instant::now();
         let staged_rows: usize = commit.batches.iter().map(|b| b.batch.num_rows()).sum();
         self.rows_since_open = self.rows_since_open.saturating_add(staged_rows);
@@ -360,7 +446,7 @@ impl DuckDbSink {
                 .execute_batch(PAUSE_MERGES)
                 .map_err(sql_err("-", "pausing row-group merges for a bulk load"))?;
         }
-        let result = self.commit_transaction(commit, started);
+        let result = self.load_in_transaction(commit, started, may_hold);
         if bulk {
             // Back to DuckDB's default, so the next checkpoint of small
             // commits (or the one at close) merges what the bulk load left.
@@ -371,33 +457,65 @@ impl DuckDbSink {
         result
     }
 
-    fn commit_transaction(&mut self, commit: Commit, started: std::time::Instant) -> Result<CommitStats, SinkError> {
-        self.conn
-            .execute_batch("BEGIN TRANSACTION")
-            .map_err(sql_err("-", "begin"))?;
-        let committed = self
-            .next_commit_seq()
-            .and_then(|seq| self.commit_inner(commit, seq))
-            .and_then(|stats| {
-                let loaded = started.elapsed();
-                self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit"))?;
-                Ok((stats, loaded))
-            });
+    fn load_in_transaction(
+        &mut self,
+        commit: Commit,
+        started: std::time::Instant,
+        may_hold: bool,
+    ) -> Result<CommitStats, SinkError> {
+        let mut held = match self.held.take() {
+            Some(held) => held,
+            None => {
+                self.conn
+                    .execute_batch("BEGIN TRANSACTION")
+                    .map_err(sql_err("-", "begin"))?;
+                Held::default()
+            }
+        };
+        held.commits += 1;
+        for b in &commit.batches {
+            *held.rows.entry(b.table.name).or_default() += b.batch.num_rows();
+        }
+        let loaded = self.next_commit_seq().and_then(|seq| self.commit_inner(commit, seq));
+        let committed = loaded.and_then(|stats| {
+            let load_ms = started.elapsed().as_secs_f64() * 1e3;
+            if may_hold && !held.fills_row_groups() {
+                tracing::trace!(message = "Held.", load_ms, commits = held.commits);
+                return Ok((stats, Some(std::mem::take(&mut held))));
+            }
+            self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit"))?;
+            tracing::trace!(
+                message = "Committed.",
+                load_ms,
+                total_ms = started.elapsed().as_secs_f64() * 1e3,
+                commits = held.commits
+            );
+            Ok((stats, None))
+        });
         match committed {
-            Ok((stats, loaded)) => {
-                tracing::trace!(
-                    message = "Committed.",
-                    load_ms = loaded.as_secs_f64() * 1e3,
-                    total_ms = started.elapsed().as_secs_f64() * 1e3
-                );
+            Ok((stats, still_held)) => {
+                self.held = still_held;
                 Ok(stats)
             }
             Err(e) => {
                 // After a failed COMMIT no transaction is left: this fails, harmlessly.
                 let _ = self.conn.execute_batch("ROLLBACK");
-                Err(self.explained(e))
+                Err(self.rolled_back(e, held.commits - 1))
             }
         }
+    }
+
+    /// `e` from a transaction that also held `earlier` commits: explained,
+    /// and those commits named in the log, since their callers were told
+    /// they were loaded.
+    fn rolled_back(&self, e: SinkError, earlier: usize) -> SinkError {
+        if earlier > 0 {
+            tracing::warn!(
+                message = "A failed commit rolled back the commits held with it; the next run reads their pages again.",
+                commits = earlier
+            );
+        }
+        self.explained(e)
     }
 
     /// `e`, named for what the operator can do about it when it is DuckDB
@@ -890,6 +1008,7 @@ fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeysOnly>) {
 mod tests {
     use super::*;
     use crate::batch::date32;
+    use crate::sink::Checkpoint;
     use chrono::NaiveDate;
 
     /// 30,000 price bars of one company on distinct days, then its first day
@@ -1156,6 +1275,92 @@ mod tests {
         assert_eq!(commit_texts(0, BULK_ROWS), "1 row groups, 100 vacuum tasks");
         assert_eq!(commit_texts(BULK_ROWS, BULK_ROWS), "2 row groups, 100 vacuum tasks");
         assert_eq!(commit_texts(2 * BULK_ROWS, 1), "1 row groups, 100 vacuum tasks");
+    }
+
+    /// Held commits land together, with their checkpoints: a writer that
+    /// stops before they land (a crash) leaves neither their rows nor their
+    /// checkpoints, and one that lands them leaves both.
+    #[test]
+    fn held_commits_land_together_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.duckdb");
+        let commit = |days: std::ops::Range<i64>, cursor: &str| Commit {
+            batches: vec![price_days(days.map(|d| (d, 1.0)))],
+            checkpoints: vec![Checkpoint {
+                pipeline: "prices".into(),
+                partition: "S0001".into(),
+                cursor: cursor.into(),
+            }],
+        };
+        let stored = |path: &Path| {
+            let sink = DuckDbSink::open(path, &Settings::default()).unwrap();
+            let rows: i64 = sink
+                .conn
+                .query_row("SELECT count(*) FROM prices_daily", [], |r| r.get(0))
+                .unwrap();
+            let cursor = sink.checkpoints("prices").unwrap().remove("S0001").map(|c| c.cursor);
+            (rows, cursor)
+        };
+        let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+        sink.commit_held(commit(0..2000, "a")).unwrap();
+        sink.commit_held(commit(2000..4000, "b")).unwrap();
+        assert_eq!(sink.held.as_ref().map(|h| h.commits), Some(2), "both held");
+        drop(sink);
+        assert_eq!(stored(&path), (0, None), "a crash loses them whole");
+
+        let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+        sink.commit_held(commit(0..2000, "a")).unwrap();
+        sink.commit_held(commit(2000..4000, "b")).unwrap();
+        sink.commit_held_now().unwrap();
+        assert!(sink.held.is_none());
+        drop(sink);
+        assert_eq!(
+            stored(&path),
+            (4000, Some("b".to_owned())),
+            "landed: rows and checkpoint"
+        );
+
+        // A small pod's writer does not hold: each commit lands at once.
+        let small = Settings {
+            memory_limit_mb: 64,
+            ..Settings::default()
+        };
+        let mut sink = DuckDbSink::open(&path, &small).unwrap();
+        sink.commit_held(commit(4000..6000, "c")).unwrap();
+        assert!(sink.held.is_none());
+    }
+
+    /// A held transaction commits once a table holds three row groups, and
+    /// a checkpoint (merges allowed) leaves the row groups it wrote as they
+    /// are. Committed one by one, each of these loads ended in a partial row
+    /// group, and the checkpoint merged them.
+    #[test]
+    fn held_commits_land_in_row_groups_no_checkpoint_merges() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+        let mut held_after = |from: i64| {
+            let days = (from..from + 150_000).map(|d| (d, 1.0));
+            sink.commit_held(Commit {
+                batches: vec![price_days(days)],
+                checkpoints: Vec::new(),
+            })
+            .unwrap();
+            sink.held.as_ref().map_or(0, |h| h.commits)
+        };
+        assert_eq!(held_after(0), 1);
+        assert_eq!(held_after(150_000), 2);
+        assert_eq!(held_after(300_000), 0, "450,000 rows: three row groups and more");
+        sink.conn.execute_batch("FORCE CHECKPOINT").unwrap();
+        let row_groups: String = sink
+            .conn
+            .query_row(
+                "SELECT string_agg(n::VARCHAR, ', ' ORDER BY g) FROM (SELECT row_group_id g, \
+                 sum(count) FILTER (WHERE column_path = '[1]') n FROM pragma_storage_info('prices_daily') GROUP BY g)",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(row_groups, "122880, 122880, 122880, 81360");
     }
 
     #[test]

@@ -284,6 +284,18 @@ impl SinkHandle {
         crate::metrics::rows_written(&stats);
         Ok(stats)
     }
+
+    /// A commit that may wait for later ones in the same transaction
+    /// ([`DuckDbSink::commit_held`]); [`SinkHandle::commit_held_now`] ends the wait.
+    pub async fn commit_held(&self, commit: Commit) -> Result<CommitStats, SinkError> {
+        let stats = self.call(move |sink| sink.commit_held(commit)).await??;
+        crate::metrics::rows_written(&stats);
+        Ok(stats)
+    }
+
+    pub async fn commit_held_now(&self) -> Result<(), SinkError> {
+        self.call(DuckDbSink::commit_held_now).await?
+    }
 }
 
 /// The writer thread: runs jobs in order, letting go of the file when idle
@@ -301,14 +313,14 @@ fn serve(
             (Some(_), Some(idle)) => match inbox.recv_timeout(idle) {
                 Ok(m) => m,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    open = None;
+                    release(open.take());
                     continue;
                 }
-                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return release(open.take()),
             },
             _ => match inbox.recv() {
                 Ok(m) => m,
-                Err(_) => return,
+                Err(_) => return release(open.take()),
             },
         };
         match message {
@@ -332,12 +344,22 @@ fn serve(
             }
             Message::Close(done) => {
                 // Both released before the caller hears back, so it can open the file at once.
-                drop(open.take());
+                release(open.take());
                 drop(claim);
                 let _ = done.send(());
                 return;
             }
         }
+    }
+}
+
+/// Closes the database, committing first what the writer held: every held
+/// commit is whole, and closing the connection would roll them back.
+fn release(sink: Option<DuckDbSink>) {
+    if let Some(mut sink) = sink
+        && let Err(e) = sink.commit_held_now()
+    {
+        tracing::error!(message = "The warehouse could not commit the rows it held before closing.", error = %e);
     }
 }
 
