@@ -78,11 +78,10 @@ impl Settings {
     /// ran out of memory at 48 MiB, and 24 MiB there was no faster, so
     /// small pods keep DuckDB's default (BENCHMARKS.md, Ingest).
     /// Whether bulk commits may be held in one transaction until it fills
-    /// DuckDB's row groups ([`DuckDbSink::commit_held`]): from a 128 MiB
-    /// limit. Until the transaction commits, DuckDB keeps the index entries
-    /// of every key it loaded in memory, and buffers each table's rows
-    /// until a row group is full: about 50 MiB more at the peak of a news
-    /// backfill, more than a small pod has (BENCHMARKS.md, Ingest).
+    /// DuckDB's row groups ([`DuckDbSink::commit_held`]): from
+    /// [`HOLD_FROM_MB`]. Until the transaction commits, DuckDB keeps the
+    /// index entries of every key it loaded in memory, and buffers each
+    /// table's rows until a row group is full.
     pub fn holds_bulk_commits(&self) -> bool {
         self.memory_limit_mb >= HOLD_FROM_MB
     }
@@ -172,8 +171,11 @@ const ROW_GROUP_ROWS: usize = 122_880;
 /// Row groups of one table that end a held transaction ([`Held::fills_row_groups`]).
 const HELD_ROW_GROUPS: usize = 3;
 
-/// The smallest `memory_limit_mb` that holds bulk commits ([`Settings::holds_bulk_commits`]).
-const HOLD_FROM_MB: u64 = 128;
+/// The smallest `memory_limit_mb` that holds bulk commits
+/// ([`Settings::holds_bulk_commits`]): news backfills held ran out of memory
+/// at 64 MiB and passed at 80 (BENCHMARKS.md, Ingest), and real items may be
+/// larger than the emulator's.
+const HOLD_FROM_MB: u64 = 192;
 
 /// Prepared statements kept per connection: a few per table.
 const STATEMENT_CACHE: usize = 256;
@@ -430,7 +432,7 @@ impl DuckDbSink {
         };
         if let Err(e) = self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit")) {
             let _ = self.conn.execute_batch("ROLLBACK");
-            return Err(self.rolled_back(e, held.commits));
+            return Err(self.rolled_back(e, held.commits, true));
         }
         tracing::trace!(message = "Committed the held commits.", commits = held.commits);
         Ok(())
@@ -500,7 +502,7 @@ impl DuckDbSink {
             Err(e) => {
                 // After a failed COMMIT no transaction is left: this fails, harmlessly.
                 let _ = self.conn.execute_batch("ROLLBACK");
-                Err(self.rolled_back(e, held.commits - 1))
+                Err(self.rolled_back(e, held.commits - 1, may_hold))
             }
         }
     }
@@ -508,14 +510,24 @@ impl DuckDbSink {
     /// `e` from a transaction that also held `earlier` commits: explained,
     /// and those commits named in the log, since their callers were told
     /// they were loaded.
-    fn rolled_back(&self, e: SinkError, earlier: usize) -> SinkError {
+    fn rolled_back(&mut self, e: SinkError, earlier: usize, holding: bool) -> SinkError {
         if earlier > 0 {
             tracing::warn!(
                 message = "A failed commit rolled back the commits held with it; the next run reads their pages again.",
                 commits = earlier
             );
         }
-        self.explained(e)
+        let e = self.explained(e);
+        if holding && matches!(e, SinkError::OutOfMemory { .. }) {
+            // What this writer holds is what ran out: it commits each bulk
+            // load on its own from now on, as below HOLD_FROM_MB.
+            self.holds_bulk_commits = false;
+            tracing::warn!(
+                message = "Out of memory while holding bulk commits; this writer no longer holds them.",
+                memory_limit_mb = self.memory_limit_mb
+            );
+        }
+        e
     }
 
     /// `e`, named for what the operator can do about it when it is DuckDB
@@ -526,7 +538,7 @@ impl DuckDbSink {
         };
         let message = source.to_string();
         let first_line = message.lines().next().unwrap_or_default().to_owned();
-        if message.contains("Out of Memory") {
+        if message.contains("Out of Memory") || message.contains("could not allocate block") {
             SinkError::OutOfMemory {
                 table,
                 context,
@@ -1328,6 +1340,32 @@ mod tests {
         let mut sink = DuckDbSink::open(&path, &small).unwrap();
         sink.commit_held(commit(4000..6000, "c")).unwrap();
         assert!(sink.held.is_none());
+    }
+
+    /// A writer that runs out of memory on a commit it could hold reports it,
+    /// rolled back, and commits each load on its own from then on.
+    #[test]
+    fn a_writer_out_of_memory_while_holding_stops_holding() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+        let commit = |from: i64| Commit {
+            batches: vec![price_days((from..from + 100_000).map(|d| (d, 1.0)))],
+            checkpoints: Vec::new(),
+        };
+        sink.conn.execute_batch("SET memory_limit = '1MiB'").unwrap();
+        let failed = sink.commit_held(commit(0)).unwrap_err();
+        assert!(matches!(failed, SinkError::OutOfMemory { .. }), "{failed}");
+        assert!(sink.held.is_none() && !sink.holds_bulk_commits);
+        sink.conn.execute_batch("SET memory_limit = '256MiB'").unwrap();
+        let stored = |sink: &DuckDbSink| -> i64 {
+            sink.conn
+                .query_row("SELECT count(*) FROM prices_daily", [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(stored(&sink), 0, "rolled back");
+        sink.commit_held(commit(0)).unwrap();
+        assert!(sink.held.is_none(), "committed on its own");
+        assert_eq!(stored(&sink), 100_000);
     }
 
     /// A held transaction commits once a table holds three row groups, and
