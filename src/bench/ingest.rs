@@ -92,7 +92,8 @@ pub async fn child(
 ) -> Result<IngestChildReport, SyncError> {
     match (feed, mode) {
         (Feed::News, "fdsync") => child_fdsync_news(config, base_url, warehouse, size).await,
-        (Feed::News, "baseline") => child_baseline_news(config, base_url, warehouse, size).await,
+        (Feed::News, "baseline") => child_baseline_news(config, base_url, warehouse, size, false).await,
+        (Feed::News, "baseline-two-tables") => child_baseline_news(config, base_url, warehouse, size, true).await,
         (Feed::Prices, "fdsync") => child_fdsync_prices(config, base_url, warehouse, size).await,
         (Feed::Prices, "baseline") => child_baseline_prices(config, base_url, warehouse, size).await,
         (_, other) => Err(SyncError::Other(format!("unknown ingest bench side {other:?}"))),
@@ -158,12 +159,16 @@ async fn timed_sync(
 /// The baseline: the same pages fetched first (the same requests fdsync
 /// sends, gzip and all), then timed: each page parsed with serde into the wire
 /// types and every item appended row by row with DuckDB's Appender into a
-/// plain table of the same columns, committed once.
+/// plain table of the same columns, committed once. With `two_tables`, each
+/// item also goes into a second plain table as its headline revision, with
+/// its `raw`, as the warehouse contract has fdsync write it: what the
+/// contract itself costs, apart from the rest of fdsync.
 async fn child_baseline_news(
     config: &crate::config::Config,
     base_url: &str,
     warehouse: &std::path::Path,
     items: u64,
+    two_tables: bool,
 ) -> Result<IngestChildReport, SyncError> {
     let horizon = bench_start() - Duration::days(i64::from(backfill_days(items)));
     let http = reqwest::Client::builder()
@@ -194,55 +199,36 @@ async fn child_baseline_news(
     }
     let fetch_seconds = fetch_started.elapsed().as_secs_f64();
 
-    let (rows, seconds) = timed_append(
-        warehouse,
+    let mut create = String::from(
         "CREATE TABLE news_plain (id VARCHAR, published_at TIMESTAMPTZ, first_seen_at TIMESTAMPTZ,
             updated_at TIMESTAMPTZ, headline VARCHAR, snippet VARCHAR, body VARCHAR, url VARCHAR,
             source_id VARCHAR, source_name VARCHAR, licence_class VARCHAR, attribution VARCHAR,
             display_policy VARCHAR, tickers VARCHAR, ciks VARCHAR, people VARCHAR, indicators VARCHAR,
-            topics VARCHAR, storyline_id VARCHAR, importance BIGINT, flash BOOLEAN, form VARCHAR, raw VARCHAR)",
-        "news_plain",
-        &pages,
-        |appender, body, rows| {
-            let page: wire::NewsPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
-            for raw in &page.items {
-                let item: wire::NewsItem =
-                    serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
-                let source = item.source.as_ref();
-                // Lists as JSON text: the plain Appender has no list values.
-                let list = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_default();
-                appender
-                    .append_row(duckdb::params![
-                        item.id,
-                        item.published_at,
-                        item.first_seen_at,
-                        item.updated_at,
-                        item.headline,
-                        item.snippet,
-                        item.body,
-                        item.url,
-                        source.map(|s| s.id.as_str()),
-                        source.and_then(|s| s.name.as_deref()),
-                        source.and_then(|s| s.licence_class.as_deref()),
-                        source.and_then(|s| s.attribution.as_deref()),
-                        source.and_then(|s| s.display_policy.as_deref()),
-                        list(&item.tickers),
-                        list(&item.ciks),
-                        list(&item.people),
-                        list(&item.indicators),
-                        list(&item.topics),
-                        item.storyline_id,
-                        item.importance,
-                        item.flash,
-                        item.form,
-                        raw.get(),
-                    ])
-                    .map_err(|e| SyncError::Other(format!("baseline append: {e}")))?;
-                *rows += 1;
-            }
-            Ok(())
-        },
-    )?;
+            topics VARCHAR, storyline_id VARCHAR, importance BIGINT, flash BOOLEAN, form VARCHAR, raw VARCHAR);",
+    );
+    let mut tables = vec!["news_plain"];
+    if two_tables {
+        create.push_str(
+            "CREATE TABLE revisions_plain (id VARCHAR, updated_at TIMESTAMPTZ, headline VARCHAR, raw VARCHAR);",
+        );
+        tables.push("revisions_plain");
+    }
+    let (rows, seconds) = timed_append(warehouse, &create, &tables, &pages, |appenders, body, rows| {
+        let page: wire::NewsPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
+        for raw in &page.items {
+            let item: wire::NewsItem = serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
+            let appended = match appenders {
+                [items] => append_news_item(items, &item, raw.get()),
+                [items, revisions] => append_news_item(items, &item, raw.get()).and_then(|()| {
+                    revisions.append_row(duckdb::params![item.id, item.updated_at, item.headline, raw.get()])
+                }),
+                _ => unreachable!("one or two tables"),
+            };
+            appended.map_err(|e| SyncError::Other(format!("baseline append: {e}")))?;
+            *rows += 1;
+        }
+        Ok(())
+    })?;
     Ok(IngestChildReport {
         rows,
         requests: pages.len() as u64,
@@ -250,6 +236,38 @@ async fn child_baseline_news(
         fetch_seconds,
         peak_kib: memory_of(std::process::id()).map_or(0, |m| m.peak_kib),
     })
+}
+
+/// One news item as a row of the baseline's plain table, lists as JSON text
+/// (the plain Appender has no list values).
+fn append_news_item(appender: &mut duckdb::Appender<'_>, item: &wire::NewsItem, raw: &str) -> duckdb::Result<()> {
+    let source = item.source.as_ref();
+    let list = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_default();
+    appender.append_row(duckdb::params![
+        item.id,
+        item.published_at,
+        item.first_seen_at,
+        item.updated_at,
+        item.headline,
+        item.snippet,
+        item.body,
+        item.url,
+        source.map(|s| s.id.as_str()),
+        source.and_then(|s| s.name.as_deref()),
+        source.and_then(|s| s.licence_class.as_deref()),
+        source.and_then(|s| s.attribution.as_deref()),
+        source.and_then(|s| s.display_policy.as_deref()),
+        list(&item.tickers),
+        list(&item.ciks),
+        list(&item.people),
+        list(&item.indicators),
+        list(&item.topics),
+        item.storyline_id,
+        item.importance,
+        item.flash,
+        item.form,
+        raw,
+    ])
 }
 
 /// fdsync's prices pipeline, as `sync --once` runs it, for `companies`
@@ -315,9 +333,12 @@ async fn child_baseline_prices(
         warehouse,
         "CREATE TABLE prices_plain (company_key VARCHAR, date DATE, symbol VARCHAR, t_ms BIGINT,
             open DOUBLE, high DOUBLE, low DOUBLE, close DOUBLE, volume BIGINT, raw VARCHAR)",
-        "prices_plain",
+        &["prices_plain"],
         &pages,
-        |appender, (company, body), rows| {
+        |appenders, (company, body), rows| {
+            let [appender] = appenders else {
+                unreachable!("one table")
+            };
             let page: wire::PricesPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
             for raw in &page.bars {
                 let bar: wire::Bar = serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
@@ -350,31 +371,36 @@ async fn child_baseline_prices(
     })
 }
 
-/// The baseline's timed part: a fresh plain table (`create`), every page
-/// appended by `append` with DuckDB's Appender (counting its rows), one
-/// flush, the file closed. Returns the rows and the seconds it took.
+/// The baseline's timed part: fresh plain tables (`create`), every page
+/// appended by `append` with one DuckDB Appender per table (counting its
+/// rows), one flush each, the file closed. Returns the rows and the seconds
+/// it took.
 fn timed_append<P>(
     warehouse: &std::path::Path,
     create: &str,
-    table: &str,
+    tables: &[&str],
     pages: &[P],
-    mut append: impl FnMut(&mut duckdb::Appender<'_>, &P, &mut u64) -> Result<(), SyncError>,
+    mut append: impl FnMut(&mut [duckdb::Appender<'_>], &P, &mut u64) -> Result<(), SyncError>,
 ) -> Result<(u64, f64), SyncError> {
     let conn = duckdb::Connection::open(warehouse).map_err(|e| SyncError::Other(format!("baseline warehouse: {e}")))?;
     conn.execute_batch(create)
         .map_err(|e| SyncError::Other(format!("baseline table: {e}")))?;
     let started = Instant::now();
     let mut rows = 0u64;
-    let mut appender = conn
-        .appender(table)
+    let mut appenders = tables
+        .iter()
+        .map(|table| conn.appender(table))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| SyncError::Other(format!("baseline appender: {e}")))?;
     for page in pages {
-        append(&mut appender, page, &mut rows)?;
+        append(&mut appenders, page, &mut rows)?;
     }
-    appender
-        .flush()
-        .map_err(|e| SyncError::Other(format!("baseline flush: {e}")))?;
-    drop(appender);
+    for appender in &mut appenders {
+        appender
+            .flush()
+            .map_err(|e| SyncError::Other(format!("baseline flush: {e}")))?;
+    }
+    drop(appenders);
     // Timed to the closed file, as fdsync's side is.
     conn.close()
         .map_err(|(_, e)| SyncError::Other(format!("baseline close: {e}")))?;
@@ -432,7 +458,7 @@ pub async fn ingest(runs: &[(Feed, Vec<u64>)], out: &mut impl Write) -> Result<(
         };
         writeln!(
             out,
-            "\n{feed}\n\n| {unit} | rows | requests | fdsync s | fdsync rows/s | baseline parse+append s | baseline rows/s | ratio | baseline fetch s | ratio to fetch+parse+append | fdsync peak MiB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "\n{feed}\n\n| {unit} | rows | requests | fdsync s | fdsync rows/s | baseline parse+append s | baseline rows/s | ratio | baseline fetch s | ratio to fetch+parse+append | baseline, two tables s | ratio to it | fdsync peak MiB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         )?;
         for &size in sizes {
             let emulator = EmulatorProcess::start()?;
@@ -456,6 +482,14 @@ pub async fn ingest(runs: &[(Feed, Vec<u64>)], out: &mut impl Write) -> Result<(
             };
             let fdsync = side("fdsync")?;
             let baseline = side("baseline")?;
+            // News only: a price bar is one row of one table either way.
+            let two_tables = match feed {
+                Feed::News => {
+                    let two = side("baseline-two-tables")?;
+                    format!("{:.1} | {:.2}x", two.seconds, fdsync.seconds / two.seconds)
+                }
+                Feed::Prices => "- | -".to_owned(),
+            };
             if fdsync.rows != baseline.rows {
                 return Err(SyncError::Other(format!(
                     "the sides read different {feed}: fdsync {} rows, baseline {}",
@@ -464,7 +498,7 @@ pub async fn ingest(runs: &[(Feed, Vec<u64>)], out: &mut impl Write) -> Result<(
             }
             writeln!(
                 out,
-                "| {size} | {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.2}x | {:.1} | {:.2}x | {:.1} |",
+                "| {size} | {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.2}x | {:.1} | {:.2}x | {two_tables} | {:.1} |",
                 fdsync.rows,
                 fdsync.requests,
                 fdsync.seconds,

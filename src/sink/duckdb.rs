@@ -68,15 +68,6 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The WAL size at which DuckDB checkpoints: half the memory limit from
-    /// a 64 MiB limit, DuckDB's own 16 MiB below it. After each checkpoint
-    /// DuckDB starts a new row group and the next one merges it into the
-    /// last, compressing that row group's strings again: at 16 MiB a news
-    /// backfill compressed each row about ten times over, 40% of its time.
-    /// Fewer checkpoints cost memory (the rows and index entries since the
-    /// last one stay in memory), so the threshold follows the limit: 1 GiB
-    /// ran out of memory at 48 MiB, and 24 MiB there was no faster, so
-    /// small pods keep DuckDB's default (BENCHMARKS.md, Ingest).
     /// Whether bulk commits may be held in one transaction until it fills
     /// DuckDB's row groups ([`DuckDbSink::commit_held`]): from
     /// [`HOLD_FROM_MB`]. Until the transaction commits, DuckDB keeps the
@@ -86,6 +77,15 @@ impl Settings {
         self.memory_limit_mb >= HOLD_FROM_MB
     }
 
+    /// The WAL size at which DuckDB checkpoints: half the memory limit from
+    /// a 64 MiB limit, DuckDB's own 16 MiB below it. After each checkpoint
+    /// DuckDB starts a new row group and the next one merges it into the
+    /// last, compressing that row group's strings again: at 16 MiB a news
+    /// backfill compressed each row about ten times over, 40% of its time.
+    /// Fewer checkpoints cost memory (the rows and index entries since the
+    /// last one stay in memory), so the threshold follows the limit: 1 GiB
+    /// ran out of memory at 48 MiB, and 24 MiB there was no faster, so
+    /// small pods keep DuckDB's default (BENCHMARKS.md, Ingest).
     pub fn checkpoint_threshold_mb(&self) -> u64 {
         if self.memory_limit_mb >= 64 {
             self.memory_limit_mb / 2
@@ -509,7 +509,8 @@ impl DuckDbSink {
 
     /// `e` from a transaction that also held `earlier` commits: explained,
     /// and those commits named in the log, since their callers were told
-    /// they were loaded.
+    /// they were loaded. Out of memory on a commit it could hold, the writer
+    /// stops holding.
     fn rolled_back(&mut self, e: SinkError, earlier: usize, holding: bool) -> SinkError {
         if earlier > 0 {
             tracing::warn!(

@@ -293,6 +293,7 @@ impl SinkHandle {
         Ok(stats)
     }
 
+    /// Commits what [`SinkHandle::commit_held`] left waiting, if anything.
     pub async fn commit_held_now(&self) -> Result<(), SinkError> {
         self.call(DuckDbSink::commit_held_now).await?
     }

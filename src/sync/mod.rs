@@ -205,9 +205,10 @@ const COMMIT_GROUP: usize = 10;
 /// Rows a response must bring for its commit to wait for later ones in the
 /// same transaction (`SinkHandle::commit_held`): a backfill's news pages and
 /// whole price histories do, a poll's few new items or bars do not. It
-/// bounds what a crash costs: a held transaction ends at three of DuckDB's
-/// row groups at most (368,640 rows), so at most about 3,700 responses are
-/// read again, about 920 news pages of 200 items in a news backfill.
+/// bounds what a crash costs: a held transaction ends once a table holds
+/// three of DuckDB's row groups (368,640 rows), so a crash makes the next
+/// run read about 3,700 responses again at most, about 1,850 news pages of
+/// 200 items in a news backfill.
 const BULK_RESPONSE_ROWS: usize = 100;
 
 impl Syncer {
