@@ -217,13 +217,12 @@ async fn child_baseline_news(
         let page: wire::NewsPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
         for raw in &page.items {
             let item: wire::NewsItem = serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
-            let appended = match appenders {
-                [items] => append_news_item(items, &item, raw.get()),
-                [items, revisions] => append_news_item(items, &item, raw.get()).and_then(|()| {
+            let (items, revisions) = appenders.split_at_mut(1);
+            let appended = append_news_item(&mut items[0], &item, raw.get()).and_then(|()| {
+                revisions.iter_mut().try_for_each(|revisions| {
                     revisions.append_row(duckdb::params![item.id, item.updated_at, item.headline, raw.get()])
-                }),
-                _ => unreachable!("one or two tables"),
-            };
+                })
+            });
             appended.map_err(|e| SyncError::Other(format!("baseline append: {e}")))?;
             *rows += 1;
         }
