@@ -142,7 +142,7 @@ const MIN_SLICE_ROWS: usize = 256;
 /// update.
 const MIN_PROBE_ROWS: usize = 1000;
 
-/// The fewest staged rows that make a commit a bulk load, whose automatic
+/// The fewest staged rows that make a transaction a bulk load, whose automatic
 /// checkpoint does not merge row groups. After each checkpoint DuckDB starts
 /// a new row group, and the next checkpoint's vacuum merges it into the one
 /// before, compressing those rows' strings again: during a backfill every
@@ -151,7 +151,7 @@ const MIN_PROBE_ROWS: usize = 1000;
 /// checkpoint after the backfill.
 const BULK_ROWS: usize = 1000;
 
-/// Stops checkpoints merging row groups ([`BULK_ROWS`]), until
+/// Stops checkpoints merging row groups ([`DuckDbSink::commit_open`]), until
 /// [`RESUME_MERGES`] or the database is opened again.
 const PAUSE_MERGES: &str = "SET GLOBAL max_vacuum_tasks = 0";
 const RESUME_MERGES: &str = "RESET GLOBAL max_vacuum_tasks";
@@ -430,7 +430,7 @@ impl DuckDbSink {
         let Some(held) = self.held.take() else {
             return Ok(());
         };
-        if let Err(e) = self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit")) {
+        if let Err(e) = self.commit_open(held.rows.values().sum()) {
             let _ = self.conn.execute_batch("ROLLBACK");
             return Err(self.rolled_back(e, held.commits, true));
         }
@@ -439,16 +439,22 @@ impl DuckDbSink {
     }
 
     fn load_commit(&mut self, commit: Commit, may_hold: bool) -> Result<CommitStats, SinkError> {
-        let started = std::time::Instant::now();
         let staged_rows: usize = commit.batches.iter().map(|b| b.batch.num_rows()).sum();
         self.rows_since_open = self.rows_since_open.saturating_add(staged_rows);
-        let bulk = staged_rows >= BULK_ROWS;
+        self.load_in_transaction(commit, std::time::Instant::now(), may_hold)
+    }
+
+    /// `COMMIT`s the open transaction, which holds `rows`. The automatic
+    /// checkpoint a `COMMIT` may run does not merge row groups when the
+    /// transaction was a bulk load ([`BULK_ROWS`]).
+    fn commit_open(&self, rows: usize) -> Result<(), SinkError> {
+        let bulk = rows >= BULK_ROWS;
         if bulk {
             self.conn
                 .execute_batch(PAUSE_MERGES)
                 .map_err(sql_err("-", "pausing row-group merges for a bulk load"))?;
         }
-        let result = self.load_in_transaction(commit, started, may_hold);
+        let committed = self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit"));
         if bulk {
             // Back to DuckDB's default, so the next checkpoint of small
             // commits (or the one at close) merges what the bulk load left.
@@ -456,7 +462,7 @@ impl DuckDbSink {
                 tracing::warn!(message = "Could not resume row-group merges.", error = %e);
             }
         }
-        result
+        committed
     }
 
     fn load_in_transaction(
@@ -485,7 +491,7 @@ impl DuckDbSink {
                 tracing::trace!(message = "Held.", load_ms, commits = held.commits);
                 return Ok((stats, Some(std::mem::take(&mut held))));
             }
-            self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit"))?;
+            self.commit_open(held.rows.values().sum())?;
             tracing::trace!(
                 message = "Committed.",
                 load_ms,
