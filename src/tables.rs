@@ -152,6 +152,12 @@ const fn col(name: &'static str, ty: ColType) -> Column {
 }
 
 impl TableDef {
+    /// The `_sync_*` tables: fdsync's own record of runs, checkpoints,
+    /// requests, quota and quarantine, not data from the service.
+    pub fn is_bookkeeping(&self) -> bool {
+        self.name.starts_with("_sync_")
+    }
+
     /// Every column in storage order, lineage included.
     pub fn all_columns(&self) -> impl Iterator<Item = &'static Column> + '_ {
         let lineage: &'static [Column] = if self.lineage { LINEAGE } else { &[] };

@@ -114,11 +114,11 @@ struct Merge {
     create_stage: String,
     /// Run in order with the commit number as their one parameter.
     statements: Vec<String>,
-    /// For loads by `INSERT ... ON CONFLICT`: whether any staged key is
-    /// stored already, and the plain `INSERT` that replaces the statements
-    /// when none is. DuckDB 2 plans `ON CONFLICT` as a `MERGE INTO`, about
-    /// 12 us a news row against 1 for the probe and 3 for the plain insert,
-    /// and a backfill's keys are all new.
+    /// For loads that merge by key: whether any staged key is stored
+    /// already, and the plain `INSERT` that replaces the statements when none
+    /// is. A merge joins the staged rows with the table, about 12 us a news
+    /// row against 1 for the probe and 3 for the plain insert, and a
+    /// backfill's keys are all new.
     new_keys_only: Option<NewKeysOnly>,
 }
 
@@ -373,7 +373,16 @@ impl DuckDbSink {
                     format!("{} {}{not_null}", ident(c.name), c.ty.sql())
                 })
                 .collect();
-            if !table.key.is_empty() {
+            // Only the bookkeeping tables declare their key. A data table's
+            // key is kept by the loads, as in the Parquet sink: each stages its
+            // rows once per key and merges them with `MERGE INTO`, which joins
+            // whether or not an index exists and costs the same either way.
+            // DuckDB keeps a declared key in an ART index, inserted twice per
+            // row (the transaction's own, then the table's at commit): 17% of
+            // a price backfill's time (BENCHMARKS.md, Ingest), for no faster
+            // merges. Warehouses made before keep their keys; the loads work
+            // on both.
+            if !table.key.is_empty() && table.is_bookkeeping() {
                 let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
                 cols.push(format!("PRIMARY KEY ({})", key.join(", ")));
             }
@@ -631,7 +640,7 @@ impl DuckDbSink {
     }
 
     /// `batch` cut into the slices merged one statement at a time. DuckDB's
-    /// `INSERT ... ON CONFLICT` holds a statement's whole input in memory:
+    /// `MERGE INTO` holds a statement's whole input in memory:
     /// ten companies' price histories (50,000 rows) in one statement ran out
     /// of 48 MiB, the same rows in five statements of one transaction did
     /// not. A slice is at most a sixteenth of the memory limit, so at the
@@ -868,9 +877,9 @@ const SEQ_PARAM: &str = "CAST($1 AS BIGINT)";
 
 /// The statements that load `table`'s staging table into it by its load rule,
 /// in order; each takes the commit number as its one parameter, and the last
-/// one's count is the rows written. With them, for a load by `INSERT ... ON
-/// CONFLICT`, the probe and plain insert that do the same when every staged
-/// key is new.
+/// one's count is the rows written. With them, for a load that merges by
+/// key, the probe and plain insert that do the same when every staged key is
+/// new.
 fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeysOnly>) {
     let stage = staging(table);
     let target = ident(table.name);
@@ -890,7 +899,7 @@ fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeysOnly>) {
             by.join(", ")
         )
     };
-    // What replaces an `ON CONFLICT` load when no staged key is stored.
+    // What replaces a merge by key when no staged key is stored.
     let new_keys_only = || NewKeysOnly {
         probe: format!(
             "SELECT EXISTS (SELECT 1 FROM {stage} s JOIN {target} t ON {})",
@@ -907,7 +916,7 @@ fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeysOnly>) {
             format!("CREATE OR REPLACE TEMP TABLE {stage} ({})", key_cols.join(", "))
         },
     };
-    let mut by_conflict = None;
+    let mut by_key = None;
     let own_values_equal = |a: &str, b: &str| -> Vec<String> {
         table
             .columns
@@ -924,14 +933,15 @@ fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeysOnly>) {
         LoadRule::Append if key.is_empty() => {
             format!("INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM {stage} s")
         }
-        // Conflicts are found by probing the primary key's index, so a load
-        // costs what it stages, not what the table already holds (a join with
-        // the stored table made every commit of a backfill slower than the last).
+        // The same join DuckDB 2 plans for `INSERT ... ON CONFLICT DO
+        // NOTHING` (its `bind_insert.cpp` binds every `ON CONFLICT` as a
+        // `MERGE INTO`), which needs no declared key.
         LoadRule::Append | LoadRule::InsertOnce => {
-            by_conflict = Some(new_keys_only());
+            by_key = Some(new_keys_only());
             format!(
-                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ON CONFLICT DO NOTHING",
-                newest_staged(&key)
+                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ANTI JOIN {target} t ON {}",
+                newest_staged(&key),
+                key_eq("t", "s", &key)
             )
         }
         LoadRule::History => {
@@ -969,21 +979,21 @@ fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeysOnly>) {
             let merged = |c: &crate::tables::Column| -> String {
                 let q = ident(c.name);
                 if table.keep_stored.contains(&c.name) {
-                    format!("COALESCE(excluded.{q}, t.{q})")
+                    format!("COALESCE(s.{q}, t.{q})")
                 } else {
-                    format!("excluded.{q}")
+                    format!("s.{q}")
                 }
             };
             let set: Vec<String> = table
                 .all_columns()
                 .filter(|c| !table.key.contains(&c.name))
                 .map(|c| format!("{} = {}", ident(c.name), merged(c)))
-                .chain(std::iter::once(format!("{COMMIT_SEQ} = excluded.{COMMIT_SEQ}")))
+                .chain(std::iter::once(format!("{COMMIT_SEQ} = {SEQ_PARAM}")))
                 .collect();
             let mut only_if = Vec::new();
             if let Some(v) = table.newer_by {
                 let v = ident(v);
-                only_if.push(format!("excluded.{v} >= t.{v}"));
+                only_if.push(format!("s.{v} >= t.{v}"));
             }
             if table.lineage {
                 // A row whose content is unchanged is not rewritten: its lineage
@@ -997,7 +1007,7 @@ fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeysOnly>) {
                 // Tables fed by several routes compare content only: each route
                 // serves the same record in its own envelope.
                 if table.keep_stored.is_empty() {
-                    same.push("excluded.raw::VARCHAR IS NOT DISTINCT FROM t.raw::VARCHAR".into());
+                    same.push("s.raw::VARCHAR IS NOT DISTINCT FROM t.raw::VARCHAR".into());
                 }
                 if !same.is_empty() {
                     only_if.push(format!("NOT ({})", same.join(" AND ")));
@@ -1007,20 +1017,21 @@ fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeysOnly>) {
             let only_if = if only_if.is_empty() {
                 String::new()
             } else {
-                format!(" WHERE {}", only_if.join(" AND "))
+                format!(" AND {}", only_if.join(" AND "))
             };
-            by_conflict = Some(new_keys_only());
+            by_key = Some(new_keys_only());
             format!(
-                "INSERT INTO {target} AS t ({col_list}) SELECT {s_cols} FROM ({}) s \
-                 ON CONFLICT ({}) DO UPDATE SET {}{only_if}",
+                "MERGE INTO {target} t USING ({}) s ON {} \
+                 WHEN MATCHED{only_if} THEN UPDATE SET {} \
+                 WHEN NOT MATCHED THEN INSERT ({col_list}) VALUES ({s_cols})",
                 newest_staged(&key),
-                key.join(", "),
+                key_eq("t", "s", &key),
                 set.join(", ")
             )
         }
     };
     statements.push(last);
-    (statements, by_conflict)
+    (statements, by_key)
 }
 
 #[cfg(test)]
@@ -1164,22 +1175,86 @@ mod tests {
         );
     }
 
+    /// `prices_daily` as an earlier version made it: its columns in another
+    /// order, its key declared.
+    const OLDER_PRICES_DAILY: &str = "CREATE TABLE prices_daily (_commit_seq BIGINT, raw JSON, close DOUBLE, \
+         volume BIGINT, company_key VARCHAR NOT NULL, date DATE NOT NULL, symbol VARCHAR, t_ms BIGINT, \
+         open DOUBLE, high DOUBLE, low DOUBLE, _route VARCHAR, _run_id VARCHAR, _fetched_at TIMESTAMPTZ, \
+         PRIMARY KEY (company_key, date))";
+
+    /// A warehouse at `path` whose `prices_daily` an earlier version made.
+    fn open_older_warehouse(path: &Path) -> DuckDbSink {
+        Connection::open(path)
+            .unwrap()
+            .execute_batch(OLDER_PRICES_DAILY)
+            .unwrap();
+        DuckDbSink::open(path, &Settings::default()).unwrap()
+    }
+
+    fn primary_keys(conn: &Connection) -> String {
+        conn.query_row(
+            "SELECT coalesce(string_agg(table_name, ', ' ORDER BY table_name), '') FROM duckdb_constraints() \
+             WHERE constraint_type = 'PRIMARY KEY' AND NOT starts_with(table_name, '_sync_')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    /// A new warehouse declares only the bookkeeping tables' keys; a
+    /// warehouse made when entity tables declared theirs keeps them, and the
+    /// same merges load it, with a key updated twice in one transaction.
+    #[test]
+    fn entity_keys_are_kept_by_the_loads_with_or_without_a_declared_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = DuckDbSink::open(&dir.path().join("new.duckdb"), &Settings::default()).unwrap();
+        assert_eq!(primary_keys(&fresh.conn), "", "no data table declares its key");
+        let bookkeeping: i64 = fresh
+            .conn
+            .query_row(
+                "SELECT count(*) FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY' \
+                 AND table_name IN ('_sync_checkpoints', '_sync_runs')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(bookkeeping, 2);
+
+        let path = dir.path().join("older.duckdb");
+        let mut sink = open_older_warehouse(&path);
+        for close in [1.0, 2.0, 3.0] {
+            sink.commit_held(Commit {
+                batches: vec![price_days((0..2000).map(|d| (d, close)))],
+                checkpoints: Vec::new(),
+            })
+            .unwrap();
+        }
+        sink.commit_held_now().unwrap();
+        sink.commit(Commit {
+            batches: vec![price_days((1990..2010).map(|d| (d, 4.0)))],
+            checkpoints: Vec::new(),
+        })
+        .unwrap();
+        let closes: String = sink
+            .conn
+            .query_row(
+                "SELECT string_agg(close::VARCHAR || ' x' || n, ', ' ORDER BY close) FROM \
+                 (SELECT close, count(*) n FROM prices_daily GROUP BY close)",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(closes, "3.0 x1990, 4.0 x20");
+        assert_eq!(primary_keys(&sink.conn), "prices_daily");
+    }
+
     /// New rows go in by column name: a warehouse made by another version
     /// may hold the same columns in another order.
     #[test]
     fn new_rows_are_appended_by_column_name() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.duckdb");
-        Connection::open(&path)
-            .unwrap()
-            .execute_batch(
-                "CREATE TABLE prices_daily (_commit_seq BIGINT, raw JSON, close DOUBLE, volume BIGINT, \
-                 company_key VARCHAR NOT NULL, date DATE NOT NULL, symbol VARCHAR, t_ms BIGINT, open DOUBLE, \
-                 high DOUBLE, low DOUBLE, _route VARCHAR, _run_id VARCHAR, _fetched_at TIMESTAMPTZ, \
-                 PRIMARY KEY (company_key, date))",
-            )
-            .unwrap();
-        let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+        let mut sink = open_older_warehouse(&path);
         let written = sink
             .commit(Commit {
                 batches: vec![price_days((0..2000).map(|d| (d, 5.0)))],
@@ -1293,7 +1368,8 @@ mod tests {
         };
         assert_eq!(commit_texts(0, BULK_ROWS), "1 row groups, 100 vacuum tasks");
         assert_eq!(commit_texts(BULK_ROWS, BULK_ROWS), "2 row groups, 100 vacuum tasks");
-        assert_eq!(commit_texts(2 * BULK_ROWS, 1), "1 row groups, 100 vacuum tasks");
+        // Enough rows for the commit's log to pass the 1 KB threshold.
+        assert_eq!(commit_texts(2 * BULK_ROWS, 100), "1 row groups, 100 vacuum tasks");
     }
 
     /// Held commits land together, with their checkpoints: a writer that
