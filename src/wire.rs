@@ -255,6 +255,14 @@ pub struct NewsItem {
     pub form: Option<String>,
 }
 
+/// A news item's `firstSeenAt` alone: what decides whether a backfill goes
+/// on, read before the item is mapped.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewsItemSeen {
+    pub first_seen_at: Option<DateTime<Utc>>,
+}
+
 /// A news source, as an item carries it or as `/news/sources` lists it.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]

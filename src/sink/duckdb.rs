@@ -11,7 +11,7 @@ use arrow::record_batch::RecordBatch;
 use chrono::Utc;
 use duckdb::Connection;
 
-use super::{Commit, CommitStats, SinkError, StoredCheckpoint, TableBatch, batch_err};
+use super::{Checkpoint, Commit, CommitStats, SinkError, StoredCheckpoint, TableBatch, batch_err};
 use crate::batch::BatchBuilder;
 use crate::tables::{self, ColType, LoadRule, TABLES, TableDef};
 
@@ -41,9 +41,31 @@ struct Held {
     commits: usize,
     /// Rows loaded per table since the transaction began.
     rows: HashMap<&'static str, usize>,
+    /// The held commits' bookkeeping rows (request log, quota ledger) and
+    /// checkpoints, loaded once when the transaction commits
+    /// ([`DuckDbSink::load_deferred`]). Each was a statement or two per
+    /// commit, 2-4 ms apiece whatever the rows: 1.2 s of a 300,000-item news
+    /// backfill's 188 commits (BENCHMARKS.md, Ingest). They land in the
+    /// same transaction as the rows they go with, so nothing changes for a
+    /// reader or a crash.
+    deferred: Vec<TableBatch>,
+    checkpoints: Vec<Checkpoint>,
 }
 
 impl Held {
+    /// `commit` without its bookkeeping rows and checkpoints, which `self`
+    /// keeps for the end of the transaction.
+    fn defer_bookkeeping(&mut self, commit: Commit) -> Commit {
+        let (deferred, batches): (Vec<TableBatch>, Vec<TableBatch>) =
+            commit.batches.into_iter().partition(|b| b.table.is_bookkeeping());
+        self.deferred.extend(deferred);
+        self.checkpoints.extend(commit.checkpoints);
+        Commit {
+            batches,
+            checkpoints: Vec::new(),
+        }
+    }
+
     /// Whether the transaction should commit now: once a table holds
     /// [`HELD_ROW_GROUPS`] of DuckDB's row groups. DuckDB writes a
     /// transaction's rows straight into the file, compressed, a row group at
@@ -136,11 +158,11 @@ struct NewKeysOnly {
 /// this a statement's fixed cost outweighs the memory it saves.
 const MIN_SLICE_ROWS: usize = 256;
 
-/// The fewest staged rows worth probing for stored keys: the probe is one
-/// more statement (a few ms, planned anew each time), the plain insert saves
-/// about 8 us a row, and the bookkeeping tables' one-row loads mostly
-/// update.
-const MIN_PROBE_ROWS: usize = 1000;
+/// The fewest staged rows worth probing for stored keys: the probe and the
+/// keys' staging cost 2-4 ms (each planned anew), a merge 5 ms plus about
+/// 20 us a news row more than the plain append (BENCHMARKS.md, Ingest), and
+/// the bookkeeping tables' one-row loads mostly update.
+const MIN_PROBE_ROWS: usize = 100;
 
 /// The fewest staged rows that make a transaction a bulk load, whose automatic
 /// checkpoint does not merge row groups. After each checkpoint DuckDB starts
@@ -436,10 +458,13 @@ impl DuckDbSink {
     /// # Errors
     /// When the commit fails: the held commits are rolled back.
     pub fn commit_held_now(&mut self) -> Result<(), SinkError> {
-        let Some(held) = self.held.take() else {
+        let Some(mut held) = self.held.take() else {
             return Ok(());
         };
-        if let Err(e) = self.commit_open(held.rows.values().sum()) {
+        if let Err(e) = self
+            .load_deferred(&mut held)
+            .and_then(|()| self.commit_open(held.rows.values().sum()))
+        {
             let _ = self.conn.execute_batch("ROLLBACK");
             return Err(self.rolled_back(e, held.commits, true));
         }
@@ -451,6 +476,21 @@ impl DuckDbSink {
         let staged_rows: usize = commit.batches.iter().map(|b| b.batch.num_rows()).sum();
         self.rows_since_open = self.rows_since_open.saturating_add(staged_rows);
         self.load_in_transaction(commit, std::time::Instant::now(), may_hold)
+    }
+
+    /// Loads the bookkeeping rows and checkpoints `held` deferred, as one
+    /// commit's: each table's rows together, the last checkpoint of a
+    /// partition winning as it would have one commit at a time.
+    fn load_deferred(&mut self, held: &mut Held) -> Result<(), SinkError> {
+        if held.deferred.is_empty() && held.checkpoints.is_empty() {
+            return Ok(());
+        }
+        let commit = Commit {
+            batches: TableBatch::coalesce(std::mem::take(&mut held.deferred))?,
+            checkpoints: std::mem::take(&mut held.checkpoints),
+        };
+        let seq = self.next_commit_seq()?;
+        self.commit_inner(commit, seq).map(|_| ())
     }
 
     /// `COMMIT`s the open transaction, which holds `rows`. The automatic
@@ -493,6 +533,11 @@ impl DuckDbSink {
         for b in &commit.batches {
             *held.rows.entry(b.table.name).or_default() += b.batch.num_rows();
         }
+        let commit = if may_hold {
+            held.defer_bookkeeping(commit)
+        } else {
+            commit
+        };
         let loaded = self.next_commit_seq().and_then(|seq| self.commit_inner(commit, seq));
         let committed = loaded.and_then(|stats| {
             let load_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -500,6 +545,7 @@ impl DuckDbSink {
                 tracing::trace!(message = "Held.", load_ms, commits = held.commits);
                 return Ok((stats, Some(std::mem::take(&mut held))));
             }
+            self.load_deferred(&mut held)?;
             self.commit_open(held.rows.values().sum())?;
             tracing::trace!(
                 message = "Committed.",
@@ -1399,7 +1445,11 @@ mod tests {
         let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
         sink.commit_held(commit(0..2000, "a")).unwrap();
         sink.commit_held(commit(2000..4000, "b")).unwrap();
-        assert_eq!(sink.held.as_ref().map(|h| h.commits), Some(2), "both held");
+        assert_eq!(
+            sink.held.as_ref().map(|h| (h.commits, h.checkpoints.len())),
+            Some((2, 2)),
+            "both held, their checkpoints loaded when they land"
+        );
         drop(sink);
         assert_eq!(stored(&path), (0, None), "a crash loses them whole");
 

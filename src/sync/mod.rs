@@ -211,6 +211,17 @@ const COMMIT_GROUP: usize = 10;
 /// 200 items in a news backfill.
 const BULK_RESPONSE_ROWS: usize = 100;
 
+/// How long a group of bulk responses waits for the next one before it
+/// commits: a backfill's responses come a few milliseconds apart, so a group
+/// fills; a stall (a rate-limit wait, the end of a tape) commits what came.
+/// Bounded, since the fetch side may be waiting for room only a commit
+/// gives back.
+const BULK_GROUP_WAIT: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// The rows a group of bulk responses waits for ([`BULK_GROUP_WAIT`]): forty
+/// news pages of 200 items.
+const BULK_GROUP_ROWS: usize = 8_000;
+
 impl Syncer {
     /// Rows fetched and not yet committed, at most, in KiB of values: a
     /// quarter of `[warehouse] memory_limit_mb`, so that one setting sizes the
@@ -553,7 +564,16 @@ impl Syncer {
             progress.quarantined += rows.quarantined.len() as u64;
             batches.extend(rows.into_batches()?);
         }
-        let mut batches = TableBatch::coalesce(batches)?;
+        // One batch per table, copied on a blocking thread: on this one it
+        // held up the fetching of the next news page (forty pages' rows a
+        // group), on the writer's it slowed a price backfill's bottleneck.
+        let coalesced = tokio::task::spawn_blocking(move || TableBatch::coalesce(batches)).await;
+        let mut batches = match coalesced {
+            Ok(batches) => batches?,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Only a runtime shutting down cancels a blocking task.
+            Err(_) => return Err(SinkError::Closed),
+        };
         batches.extend(self.bookkeeping(run_id)?);
         let commit = Commit { batches, checkpoints };
         let stats = if hold {
@@ -841,8 +861,8 @@ impl Syncer {
             let mut covered = Vec::new();
             let mut failure = None;
             let mut kib = 0;
-            let ready = std::iter::once(first).chain(std::iter::from_fn(|| done_rx.try_recv().ok()));
-            for (fetched, size) in ready.take(group) {
+            let mut next = Some(first);
+            while let Some((fetched, size)) = next.take() {
                 kib += size;
                 match fetched {
                     Ok((rows, checkpoints)) => {
@@ -853,6 +873,28 @@ impl Syncer {
                         failure = Some(e);
                         break;
                     }
+                }
+                if pages.len() >= group {
+                    break;
+                }
+                next = done_rx.try_recv().ok();
+                // A group of small bulk responses waits briefly for those on
+                // their way: its rows are not visible before its held
+                // transaction lands anyway, and each load has a fixed cost of
+                // a few statements. Committing whatever had arrived, a news
+                // backfill ran 505 loads of three pages, which kept the writer
+                // busy and took from the fetching the core it shares
+                // (BENCHMARKS.md, Ingest). Two price histories are enough: the
+                // writer is what they wait for, and it must not idle.
+                let group_rows: usize = pages.iter().map(Rows::row_count).sum();
+                if next.is_none()
+                    && group_rows < BULK_GROUP_ROWS
+                    && pages.iter().all(|rows| rows.row_count() >= BULK_RESPONSE_ROWS)
+                {
+                    next = tokio::time::timeout(BULK_GROUP_WAIT, done_rx.recv())
+                        .await
+                        .ok()
+                        .flatten();
                 }
             }
             if !pages.is_empty() {

@@ -63,6 +63,8 @@ struct Tape<'a> {
     partition: String,
     /// For a company's feed: the company, for `news_company_items`.
     company_key: Option<String>,
+    /// The sources this run's pages of the tape already carried.
+    sources_made: records::NewsSourcesMade,
 }
 
 impl Syncer {
@@ -78,6 +80,7 @@ impl Syncer {
             route: pipeline.route.clone(),
             partition: String::new(),
             company_key: None,
+            sources_made: records::NewsSourcesMade::default(),
         };
         // The poll keeps its own forward position even while the live stream
         // runs ahead: skipping to the stream's would save no request (one
@@ -115,6 +118,7 @@ impl Syncer {
                     route: pipeline.route.replace("{company}", &encode(&m.key)),
                     partition: m.key.clone(),
                     company_key: Some(m.key),
+                    sources_made: records::NewsSourcesMade::default(),
                 };
                 let cursor = TapeCursor::read(checkpoints.get(&tape.partition), &tape.partition);
                 async move {
@@ -143,9 +147,33 @@ impl Syncer {
         &self,
         tape: &Tape<'_>,
         run_id: &str,
+        cursor: TapeCursor,
+        progress: &mut Progress,
+        done: &FetchedTx,
+    ) -> Result<bool, SyncError> {
+        let mut mapping = None;
+        let read = self.read_tape(tape, run_id, cursor, progress, done, &mut mapping).await;
+        // The last page read goes to the commit side whatever ended the
+        // reading, and before an error, so a quota wall still commits it.
+        let sent = match mapping {
+            Some(page) => send_mapped(page, done).await,
+            None => true,
+        };
+        read.map(|go_on| go_on && sent)
+    }
+
+    /// [`Syncer::sync_tape`]'s reading. Each page's items are mapped off the
+    /// fetch chain while the next page is requested: the next cursor needs
+    /// only the page's own fields and its oldest `firstSeenAt`. `mapping` holds
+    /// the page read last until the next one is on its way.
+    async fn read_tape(
+        &self,
+        tape: &Tape<'_>,
+        run_id: &str,
         mut cursor: TapeCursor,
         progress: &mut Progress,
         done: &FetchedTx,
+        mapping: &mut Option<MappingPage>,
     ) -> Result<bool, SyncError> {
         let limit = tape.pipeline.params.page_limit.unwrap_or(200);
         let filters = self.config.news.query();
@@ -174,7 +202,7 @@ impl Syncer {
             let more = !head && page.has_more;
             cursor.after = page.latest_id.clone().or(cursor.after.take());
             cursor.changed_since = page.server_time.clone().or(cursor.changed_since.take());
-            if !self.send_page(tape, page.rows, &cursor, done).await {
+            if !hand_on(mapping, tape, page.rows, &cursor, done).await {
                 return Ok(false);
             }
             // After the head, what arrives next is the next run's forward poll.
@@ -191,20 +219,15 @@ impl Syncer {
                 return Ok(true);
             };
             cursor.before = backfill_continues(&page, oldest, horizon);
-            if !self.send_page(tape, page.rows, &cursor, done).await {
+            if !hand_on(mapping, tape, page.rows, &cursor, done).await {
                 return Ok(false);
             }
         }
         Ok(true)
     }
 
-    /// Hands one page's rows to the commit side with the tape's cursor after it.
-    async fn send_page(&self, tape: &Tape<'_>, rows: Rows, cursor: &TapeCursor, done: &FetchedTx) -> bool {
-        let checkpoint = cursor.checkpoint(&tape.pipeline.name, &tape.partition);
-        send_fetched(done, Ok((rows, vec![checkpoint]))).await
-    }
-
-    /// Fetches and maps one feed page; `None` when the company is unknown (404, noted).
+    /// Fetches one feed page and starts mapping its items on a blocking
+    /// thread; `None` when the company is unknown (404, noted).
     async fn news_page(
         &self,
         tape: &Tape<'_>,
@@ -212,45 +235,45 @@ impl Syncer {
         route: &str,
         progress: &mut Progress,
     ) -> Result<(Option<MappedPage>, Option<DateTime<Utc>>), SyncError> {
-        let company_key = tape.company_key.clone();
         let fetched = self
             .client
             .get(route, Access::Key, |body| {
                 let page: wire::NewsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-                let mut rows = Rows::new(run_id, route, self.clock.now());
-                let mut oldest: Option<DateTime<Utc>> = None;
-                for raw in &page.items {
-                    let Some(seen) = records::news_item(&mut rows, raw) else {
-                        continue;
-                    };
-                    oldest = match (oldest, seen.first_seen_at) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
-                    if let Some(company) = &company_key {
-                        rows.table("news_company_items")
-                            .row()
-                            .text(Some(company))
-                            .text(Some(&seen.id))
-                            .timestamp(seen.first_seen_at)
-                            .end_bare();
-                    }
-                }
-                let mapped = MappedPage {
-                    rows,
+                // A page is in arrival order (the wire contract: ids sort in
+                // arrival order, a page back newest first), so its oldest item
+                // is at one end; both ends are read, whichever order a server
+                // chose. Reading every item here took a quarter of the fetch
+                // chain's time. An end item whose `firstSeenAt` does not
+                // parse (quarantined by the mapping) gives way to its neighbour.
+                let seen = |raw: &&serde_json::value::RawValue| {
+                    serde_json::from_str::<wire::NewsItemSeen>(raw.get())
+                        .ok()
+                        .and_then(|seen| seen.first_seen_at)
+                };
+                let oldest = page
+                    .items
+                    .iter()
+                    .find_map(seen)
+                    .into_iter()
+                    .chain(page.items.iter().rev().find_map(seen))
+                    .min();
+                let head = PageHead {
                     latest_id: page.latest_id,
                     next_cursor: page.next_cursor,
                     has_more: page.has_more,
                     server_time: page.server_time,
                     items: page.items.len(),
                 };
-                Ok((mapped, oldest))
+                Ok((head, body.clone(), oldest))
             })
             .await;
         match fetched {
             Ok(f) => {
-                let (page, oldest) = f.value;
-                Ok((Some(page), oldest))
+                let (head, body, oldest) = f.value;
+                let mut rows = Rows::new(run_id, route, self.clock.now());
+                rows.share_news_sources(tape.sources_made.clone());
+                let rows = map_news_page(body, rows, tape.company_key.clone());
+                Ok((Some(MappedPage { head, rows }), oldest))
             }
             Err(UpstreamError::NotFound { route, message }) => {
                 progress.problems.push(format!("{route}: 404 {message}"));
@@ -261,9 +284,8 @@ impl Syncer {
     }
 }
 
-/// A feed page mapped to rows, with its cursors.
-struct MappedPage {
-    rows: Rows,
+/// A feed page's own fields: what the next request needs.
+struct PageHead {
     latest_id: Option<String>,
     next_cursor: Option<String>,
     has_more: bool,
@@ -271,8 +293,81 @@ struct MappedPage {
     items: usize,
 }
 
+/// A feed page whose items are being mapped to rows, with its cursors.
+struct MappedPage {
+    head: PageHead,
+    rows: tokio::task::JoinHandle<Rows>,
+}
+
+impl std::ops::Deref for MappedPage {
+    type Target = PageHead;
+
+    fn deref(&self) -> &PageHead {
+        &self.head
+    }
+}
+
+/// A page on its way to the commit side: its rows, once mapped, and the
+/// checkpoint of the cursor after it.
+type MappingPage = (tokio::task::JoinHandle<Rows>, Checkpoint);
+
+/// Maps a news page's items into `rows` on a blocking thread, and for a
+/// company's feed which company served each item.
+fn map_news_page(body: bytes::Bytes, mut rows: Rows, company_key: Option<String>) -> tokio::task::JoinHandle<Rows> {
+    tokio::task::spawn_blocking(move || {
+        let page: wire::NewsPage = match serde_json::from_slice(&body) {
+            Ok(page) => page,
+            // Read once already; kept rather than lost should it ever fail.
+            Err(e) => {
+                rows.quarantine(&String::from_utf8_lossy(&body), format!("news page: {e}"));
+                return rows;
+            }
+        };
+        for raw in &page.items {
+            let Some(seen) = records::news_item(&mut rows, raw) else {
+                continue;
+            };
+            if let Some(company) = &company_key {
+                rows.table("news_company_items")
+                    .row()
+                    .text(Some(company))
+                    .text(Some(&seen.id))
+                    .timestamp(seen.first_seen_at)
+                    .end_bare();
+            }
+        }
+        rows
+    })
+}
+
+/// Hands the page read before this one to the commit side, and keeps this
+/// one, with the cursor after it, until the next is on its way.
+async fn hand_on(
+    mapping: &mut Option<MappingPage>,
+    tape: &Tape<'_>,
+    rows: tokio::task::JoinHandle<Rows>,
+    cursor: &TapeCursor,
+    done: &FetchedTx,
+) -> bool {
+    let checkpoint = cursor.checkpoint(&tape.pipeline.name, &tape.partition);
+    match mapping.replace((rows, checkpoint)) {
+        Some(previous) => send_mapped(previous, done).await,
+        None => true,
+    }
+}
+
+/// Hands a page to the commit side once its rows are mapped.
+async fn send_mapped((rows, checkpoint): MappingPage, done: &FetchedTx) -> bool {
+    let rows = match rows.await {
+        Ok(rows) => rows,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => return send_fetched(done, Err(SyncError::Other(format!("mapping a news page: {e}")))).await,
+    };
+    send_fetched(done, Ok((rows, vec![checkpoint]))).await
+}
+
 /// The next `before`, unless this page reached the horizon or the start of the tape.
-fn backfill_continues(page: &MappedPage, oldest: Option<DateTime<Utc>>, horizon: DateTime<Utc>) -> Option<String> {
+fn backfill_continues(page: &PageHead, oldest: Option<DateTime<Utc>>, horizon: DateTime<Utc>) -> Option<String> {
     if page.items == 0 || oldest.is_some_and(|t| t < horizon) {
         return None;
     }
