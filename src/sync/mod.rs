@@ -861,11 +861,15 @@ impl Syncer {
             let mut covered = Vec::new();
             let mut failure = None;
             let mut kib = 0;
+            let mut group_rows = 0;
+            let mut all_bulk = true;
             let mut next = Some(first);
             while let Some((fetched, size)) = next.take() {
                 kib += size;
                 match fetched {
                     Ok((rows, checkpoints)) => {
+                        group_rows += rows.row_count();
+                        all_bulk &= rows.row_count() >= BULK_RESPONSE_ROWS;
                         pages.push(rows);
                         covered.extend(checkpoints);
                     }
@@ -886,11 +890,7 @@ impl Syncer {
                 // busy and took from the fetching the core it shares
                 // (BENCHMARKS.md, Ingest). Two price histories are enough: the
                 // writer is what they wait for, and it must not idle.
-                let group_rows: usize = pages.iter().map(Rows::row_count).sum();
-                if next.is_none()
-                    && group_rows < BULK_GROUP_ROWS
-                    && pages.iter().all(|rows| rows.row_count() >= BULK_RESPONSE_ROWS)
-                {
+                if next.is_none() && all_bulk && group_rows < BULK_GROUP_ROWS {
                     next = tokio::time::timeout(BULK_GROUP_WAIT, done_rx.recv())
                         .await
                         .ok()
@@ -898,8 +898,7 @@ impl Syncer {
                 }
             }
             if !pages.is_empty() {
-                let hold = pages.iter().all(|rows| rows.row_count() >= BULK_RESPONSE_ROWS);
-                self.commit_pages(run_id, pages, covered, progress, hold).await?;
+                self.commit_pages(run_id, pages, covered, progress, all_bulk).await?;
             }
             room.add_permits(kib as usize);
             if let Some(e) = failure {

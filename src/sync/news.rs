@@ -197,11 +197,11 @@ impl Syncer {
                 let days = i64::from(tape.pipeline.params.backfill_days.unwrap_or(7));
                 let horizon = self.clock.now() - Duration::days(days);
                 cursor.horizon = Some(horizon);
-                cursor.before = backfill_continues(&page, oldest, horizon);
+                cursor.before = backfill_continues(&page.head, oldest, horizon);
             }
-            let more = !head && page.has_more;
-            cursor.after = page.latest_id.clone().or(cursor.after.take());
-            cursor.changed_since = page.server_time.clone().or(cursor.changed_since.take());
+            let more = !head && page.head.has_more;
+            cursor.after = page.head.latest_id.clone().or(cursor.after.take());
+            cursor.changed_since = page.head.server_time.clone().or(cursor.changed_since.take());
             if !hand_on(mapping, tape, page.rows, &cursor, done).await {
                 return Ok(false);
             }
@@ -218,7 +218,7 @@ impl Syncer {
             let (Some(page), oldest) = self.news_page(tape, run_id, &route, progress).await? else {
                 return Ok(true);
             };
-            cursor.before = backfill_continues(&page, oldest, horizon);
+            cursor.before = backfill_continues(&page.head, oldest, horizon);
             if !hand_on(mapping, tape, page.rows, &cursor, done).await {
                 return Ok(false);
             }
@@ -297,14 +297,6 @@ struct PageHead {
 struct MappedPage {
     head: PageHead,
     rows: tokio::task::JoinHandle<Rows>,
-}
-
-impl std::ops::Deref for MappedPage {
-    type Target = PageHead;
-
-    fn deref(&self) -> &PageHead {
-        &self.head
-    }
 }
 
 /// A page on its way to the commit side: its rows, once mapped, and the
