@@ -43,7 +43,7 @@ struct Held {
     rows: HashMap<&'static str, usize>,
     /// The held commits' bookkeeping rows (request log, quota ledger) and
     /// checkpoints, loaded once when the transaction commits
-    /// ([`DuckDbSink::load_deferred`]). Each was a statement or two per
+    /// ([`DuckDbSink::land`]). Each was a statement or two per
     /// commit, 2-4 ms apiece whatever the rows: 1.2 s of a 300,000-item news
     /// backfill's 188 commits (BENCHMARKS.md, Ingest). They land in the
     /// same transaction as the rows they go with, so nothing changes for a
@@ -461,10 +461,7 @@ impl DuckDbSink {
         let Some(mut held) = self.held.take() else {
             return Ok(());
         };
-        if let Err(e) = self
-            .load_deferred(&mut held)
-            .and_then(|()| self.commit_open(held.rows.values().sum()))
-        {
+        if let Err(e) = self.land(&mut held) {
             let _ = self.conn.execute_batch("ROLLBACK");
             return Err(self.rolled_back(e, held.commits, true));
         }
@@ -472,25 +469,20 @@ impl DuckDbSink {
         Ok(())
     }
 
-    fn load_commit(&mut self, commit: Commit, may_hold: bool) -> Result<CommitStats, SinkError> {
-        let staged_rows: usize = commit.batches.iter().map(|b| b.batch.num_rows()).sum();
-        self.rows_since_open = self.rows_since_open.saturating_add(staged_rows);
-        self.load_in_transaction(commit, std::time::Instant::now(), may_hold)
-    }
-
-    /// Loads the bookkeeping rows and checkpoints `held` deferred, as one
-    /// commit's: each table's rows together, the last checkpoint of a
-    /// partition winning as it would have one commit at a time.
-    fn load_deferred(&mut self, held: &mut Held) -> Result<(), SinkError> {
-        if held.deferred.is_empty() && held.checkpoints.is_empty() {
-            return Ok(());
+    /// Ends the transaction `held` describes: loads the bookkeeping rows and
+    /// checkpoints it deferred, as one commit's (each table's rows together,
+    /// the last checkpoint of a partition winning as it would have one commit
+    /// at a time), then `COMMIT`s.
+    fn land(&mut self, held: &mut Held) -> Result<(), SinkError> {
+        if !held.deferred.is_empty() || !held.checkpoints.is_empty() {
+            let commit = Commit {
+                batches: TableBatch::coalesce(std::mem::take(&mut held.deferred))?,
+                checkpoints: std::mem::take(&mut held.checkpoints),
+            };
+            let seq = self.next_commit_seq()?;
+            self.commit_inner(commit, seq)?;
         }
-        let commit = Commit {
-            batches: TableBatch::coalesce(std::mem::take(&mut held.deferred))?,
-            checkpoints: std::mem::take(&mut held.checkpoints),
-        };
-        let seq = self.next_commit_seq()?;
-        self.commit_inner(commit, seq).map(|_| ())
+        self.commit_open(held.rows.values().sum())
     }
 
     /// `COMMIT`s the open transaction, which holds `rows`. The automatic
@@ -514,12 +506,10 @@ impl DuckDbSink {
         committed
     }
 
-    fn load_in_transaction(
-        &mut self,
-        commit: Commit,
-        started: std::time::Instant,
-        may_hold: bool,
-    ) -> Result<CommitStats, SinkError> {
+    fn load_commit(&mut self, commit: Commit, may_hold: bool) -> Result<CommitStats, SinkError> {
+        let started = std::time::Instant::now();
+        let staged_rows: usize = commit.batches.iter().map(|b| b.batch.num_rows()).sum();
+        self.rows_since_open = self.rows_since_open.saturating_add(staged_rows);
         let mut held = match self.held.take() {
             Some(held) => held,
             None => {
@@ -545,8 +535,7 @@ impl DuckDbSink {
                 tracing::trace!(message = "Held.", load_ms, commits = held.commits);
                 return Ok((stats, Some(std::mem::take(&mut held))));
             }
-            self.load_deferred(&mut held)?;
-            self.commit_open(held.rows.values().sum())?;
+            self.land(&mut held)?;
             tracing::trace!(
                 message = "Committed.",
                 load_ms,

@@ -183,6 +183,16 @@ async fn send_fetched(done: &FetchedTx, fetched: FetchedRows) -> bool {
     done.tx.send((fetched, kib)).await.is_ok() && !stop
 }
 
+/// A blocking task's result: its panic goes on in the caller; `None` when
+/// it was cancelled, which only a runtime shutting down does.
+fn unless_cancelled<T>(joined: Result<T, tokio::task::JoinError>) -> Option<T> {
+    match joined {
+        Ok(value) => Some(value),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => None,
+    }
+}
+
 /// Whether the fetching goes on after one step of it (a company, a tape, a
 /// country) that returned whether to; an error is handed to the commit side,
 /// which ends the run.
@@ -559,21 +569,20 @@ impl Syncer {
         progress: &mut Progress,
         hold: bool,
     ) -> Result<(), SinkError> {
+        let several = pages.len() > 1;
         let mut batches = Vec::new();
         for rows in pages {
             progress.quarantined += rows.quarantined.len() as u64;
             batches.extend(rows.into_batches()?);
         }
-        // One batch per table, copied on a blocking thread: on this one it
+        // One batch per table, as one page's rows already are. Several
+        // pages' are copied together on a blocking thread: on this one it
         // held up the fetching of the next news page (forty pages' rows a
         // group), on the writer's it slowed a price backfill's bottleneck.
-        let coalesced = tokio::task::spawn_blocking(move || TableBatch::coalesce(batches)).await;
-        let mut batches = match coalesced {
-            Ok(batches) => batches?,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Only a runtime shutting down cancels a blocking task.
-            Err(_) => return Err(SinkError::Closed),
-        };
+        if several {
+            let coalesced = tokio::task::spawn_blocking(move || TableBatch::coalesce(batches)).await;
+            batches = unless_cancelled(coalesced).ok_or(SinkError::Closed)??;
+        }
         batches.extend(self.bookkeeping(run_id)?);
         let commit = Commit { batches, checkpoints };
         let stats = if hold {

@@ -8,7 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::{FetchedTx, Member, Progress, SyncError, Syncer, goes_on, send_fetched, upstream_error};
+use super::{FetchedTx, Member, Progress, SyncError, Syncer, goes_on, send_fetched, unless_cancelled, upstream_error};
 use crate::pipeline::Pipeline;
 use crate::records::{self, Rows};
 use crate::sink::{Checkpoint, StoredCheckpoint};
@@ -173,7 +173,7 @@ impl Syncer {
         mut cursor: TapeCursor,
         progress: &mut Progress,
         done: &FetchedTx,
-        mapping: &mut Option<MappingPage>,
+        mapping: &mut Option<PendingPage>,
     ) -> Result<bool, SyncError> {
         let limit = tape.pipeline.params.page_limit.unwrap_or(200);
         let filters = self.config.news.query();
@@ -191,13 +191,14 @@ impl Syncer {
                 (None, _) => format!("{}?limit={limit}{filters}", tape.route),
             };
             let head = cursor.after.is_none();
-            let (page, oldest) = self.news_page(tape, run_id, &route, progress).await?;
-            let Some(page) = page else { return Ok(true) };
+            let Some(page) = self.news_page(tape, run_id, &route, progress).await? else {
+                return Ok(true);
+            };
             if head && cursor.horizon.is_none() {
                 let days = i64::from(tape.pipeline.params.backfill_days.unwrap_or(7));
                 let horizon = self.clock.now() - Duration::days(days);
                 cursor.horizon = Some(horizon);
-                cursor.before = backfill_continues(&page.head, oldest, horizon);
+                cursor.before = backfill_continues(&page.head, horizon);
             }
             let more = !head && page.head.has_more;
             cursor.after = page.head.latest_id.clone().or(cursor.after.take());
@@ -215,10 +216,10 @@ impl Syncer {
         let horizon = cursor.horizon.unwrap_or(DateTime::<Utc>::MIN_UTC);
         while let Some(from) = cursor.before.take() {
             let route = format!("{}?before={}&limit={limit}{filters}", tape.route, encode(&from));
-            let (Some(page), oldest) = self.news_page(tape, run_id, &route, progress).await? else {
+            let Some(page) = self.news_page(tape, run_id, &route, progress).await? else {
                 return Ok(true);
             };
-            cursor.before = backfill_continues(&page.head, oldest, horizon);
+            cursor.before = backfill_continues(&page.head, horizon);
             if !hand_on(mapping, tape, page.rows, &cursor, done).await {
                 return Ok(false);
             }
@@ -234,7 +235,7 @@ impl Syncer {
         run_id: &str,
         route: &str,
         progress: &mut Progress,
-    ) -> Result<(Option<MappedPage>, Option<DateTime<Utc>>), SyncError> {
+    ) -> Result<Option<FetchedPage>, SyncError> {
         let fetched = self
             .client
             .get(route, Access::Key, |body| {
@@ -263,21 +264,22 @@ impl Syncer {
                     has_more: page.has_more,
                     server_time: page.server_time,
                     items: page.items.len(),
+                    oldest,
                 };
-                Ok((head, body.clone(), oldest))
+                Ok((head, body.clone()))
             })
             .await;
         match fetched {
             Ok(f) => {
-                let (head, body, oldest) = f.value;
+                let (head, body) = f.value;
                 let mut rows = Rows::new(run_id, route, self.clock.now());
                 rows.share_news_sources(tape.sources_made.clone());
                 let rows = map_news_page(body, rows, tape.company_key.clone());
-                Ok((Some(MappedPage { head, rows }), oldest))
+                Ok(Some(FetchedPage { head, rows }))
             }
             Err(UpstreamError::NotFound { route, message }) => {
                 progress.problems.push(format!("{route}: 404 {message}"));
-                Ok((None, None))
+                Ok(None)
             }
             Err(e) => Err(upstream_error(e)),
         }
@@ -291,17 +293,19 @@ struct PageHead {
     has_more: bool,
     server_time: Option<String>,
     items: usize,
+    /// Its oldest item's `firstSeenAt`: whether a backfill goes on.
+    oldest: Option<DateTime<Utc>>,
 }
 
 /// A feed page whose items are being mapped to rows, with its cursors.
-struct MappedPage {
+struct FetchedPage {
     head: PageHead,
     rows: tokio::task::JoinHandle<Rows>,
 }
 
 /// A page on its way to the commit side: its rows, once mapped, and the
 /// checkpoint of the cursor after it.
-type MappingPage = (tokio::task::JoinHandle<Rows>, Checkpoint);
+type PendingPage = (tokio::task::JoinHandle<Rows>, Checkpoint);
 
 /// Maps a news page's items into `rows` on a blocking thread, and for a
 /// company's feed which company served each item.
@@ -335,7 +339,7 @@ fn map_news_page(body: bytes::Bytes, mut rows: Rows, company_key: Option<String>
 /// Hands the page read before this one to the commit side, and keeps this
 /// one, with the cursor after it, until the next is on its way.
 async fn hand_on(
-    mapping: &mut Option<MappingPage>,
+    mapping: &mut Option<PendingPage>,
     tape: &Tape<'_>,
     rows: tokio::task::JoinHandle<Rows>,
     cursor: &TapeCursor,
@@ -349,18 +353,17 @@ async fn hand_on(
 }
 
 /// Hands a page to the commit side once its rows are mapped.
-async fn send_mapped((rows, checkpoint): MappingPage, done: &FetchedTx) -> bool {
-    let rows = match rows.await {
-        Ok(rows) => rows,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(e) => return send_fetched(done, Err(SyncError::Other(format!("mapping a news page: {e}")))).await,
+async fn send_mapped((rows, checkpoint): PendingPage, done: &FetchedTx) -> bool {
+    let fetched = match unless_cancelled(rows.await) {
+        Some(rows) => Ok((rows, vec![checkpoint])),
+        None => Err(SyncError::Other("mapping a news page: cancelled".into())),
     };
-    send_fetched(done, Ok((rows, vec![checkpoint]))).await
+    send_fetched(done, fetched).await
 }
 
 /// The next `before`, unless this page reached the horizon or the start of the tape.
-fn backfill_continues(page: &PageHead, oldest: Option<DateTime<Utc>>, horizon: DateTime<Utc>) -> Option<String> {
-    if page.items == 0 || oldest.is_some_and(|t| t < horizon) {
+fn backfill_continues(page: &PageHead, horizon: DateTime<Utc>) -> Option<String> {
+    if page.items == 0 || page.oldest.is_some_and(|t| t < horizon) {
         return None;
     }
     page.next_cursor.clone()
