@@ -120,11 +120,7 @@ async fn the_stream_delivers_every_item_once_across_server_closes_and_a_dropped_
     let mut truth = BTreeSet::new();
     for n in expected {
         let it = news::item(&world, n, last).unwrap();
-        truth.insert(format!(
-            "{}|{}",
-            it.json["id"].as_str().unwrap(),
-            it.json["headline"].as_str().unwrap()
-        ));
+        truth.insert(format!("{}|{}", it.body.id, it.body.headline));
     }
     let stored: BTreeSet<String> = h
         .strings("SELECT id || '|' || headline FROM news_items")

@@ -57,7 +57,7 @@ async fn news_tape_matches_the_emulator_through_arrivals_and_rewrites() {
     let mut rewritten = 0;
     for n in first..count {
         let it = news::item(&world, n, last).unwrap();
-        let j = &it.json;
+        let j = &it.json();
         truth.insert(format!(
             "{}|{}|{}|{}|{}|{}",
             text(j, "id"),
@@ -75,11 +75,7 @@ async fn news_tape_matches_the_emulator_through_arrivals_and_rewrites() {
             if original_seen {
                 rewritten += 1;
                 let before = news::item(&world, n, at - chrono::Duration::seconds(1)).unwrap();
-                versions.insert(format!(
-                    "{}|{}",
-                    text(&before.json, "id"),
-                    text(&before.json, "headline")
-                ));
+                versions.insert(format!("{}|{}", before.body.id, before.body.headline));
             }
         }
     }
@@ -152,13 +148,13 @@ async fn company_news_follows_lineage_and_the_configured_filters() {
         let truth: BTreeSet<u64> = (oldest..count)
             .filter(|n| {
                 news::item(&world, *n, last)
-                    .is_some_and(|it| filters.matches(&it) && it.ciks.iter().any(|k| lineage.contains(k)))
+                    .is_some_and(|it| filters.matches(&it) && it.body.ciks.iter().any(|k| lineage.contains(k)))
             })
             .collect();
         assert_eq!(stored, truth, "{id}");
         via_predecessor += (oldest..count)
             .filter(|n| truth.contains(n))
-            .filter(|n| news::item(&world, *n, last).is_some_and(|it| it.ciks.iter().any(|k| *k != c.cik)))
+            .filter(|n| news::item(&world, *n, last).is_some_and(|it| it.body.ciks.iter().any(|k| *k != c.cik)))
             .count();
     }
     assert!(

@@ -1108,7 +1108,7 @@ fn feed_page(
     state: &AppState,
     query: &HashMap<String, String>,
     ciks: Option<Vec<String>>,
-) -> Result<serde_json::Value, ApiError> {
+) -> Result<news::Page, ApiError> {
     let limit = int_param(query, "limit", 1, 200, Some(100))?.unwrap_or(100) as usize;
     let min_importance = int_param(query, "minImportance", 0, 100, Some(0))?.unwrap_or(0);
     let (after, before) = (cursor_param(query, "after")?, cursor_param(query, "before")?);
@@ -1191,12 +1191,12 @@ async fn news_item(State(state): State<Arc<AppState>>, Path(id): Path<String>) -
         return Err(not_found());
     }
     let it = news::item(&state.world, n, now).ok_or_else(not_found)?;
-    let storyline: Vec<serde_json::Value> = (n / 5 * 5..(n / 5 * 5 + 5).min(count))
+    let storyline: Vec<news::ItemBody> = (n / 5 * 5..(n / 5 * 5 + 5).min(count))
         .filter(|m| *m != n)
         .filter_map(|m| news::item(&state.world, m, now))
-        .map(|i| i.json)
+        .map(|i| i.body)
         .collect();
-    Ok(Json(json!({"item": it.json, "storyline": storyline})).into_response())
+    Ok(Json(json!({"item": it.body, "storyline": storyline})).into_response())
 }
 
 async fn news_topics() -> Json<serde_json::Value> {
@@ -1344,7 +1344,7 @@ async fn news_top(State(state): State<Arc<AppState>>, Query(query): Query<HashMa
     let now = state.clock.now();
     let count = news::CADENCE.count_at(state.world.seed, now);
     let since = now - chrono::Duration::hours(hours);
-    let mut strongest: HashMap<String, (u64, u64, serde_json::Value)> = HashMap::new();
+    let mut strongest: HashMap<String, (u64, u64, news::ItemBody)> = HashMap::new();
     for n in news::CADENCE.first_at_or_after(since).min(count)..count {
         if news::CADENCE.at(state.world.seed, n) < since {
             continue;
@@ -1352,17 +1352,17 @@ async fn news_top(State(state): State<Arc<AppState>>, Query(query): Query<HashMa
         let Some(it) = news::item(&state.world, n, now) else {
             continue;
         };
-        let story = it.json["storylineId"].as_str().unwrap_or_default().to_owned();
+        let story = it.body.storyline_id.clone();
         match strongest.get(&story) {
             Some((importance, _, _)) if *importance >= it.importance => {}
             _ => {
-                strongest.insert(story, (it.importance, n, it.json));
+                strongest.insert(story, (it.importance, n, it.body));
             }
         }
     }
-    let mut ranked: Vec<(u64, u64, serde_json::Value)> = strongest.into_values().collect();
+    let mut ranked: Vec<(u64, u64, news::ItemBody)> = strongest.into_values().collect();
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
-    let items: Vec<serde_json::Value> = ranked.into_iter().take(limit).map(|(_, _, v)| v).collect();
+    let items: Vec<news::ItemBody> = ranked.into_iter().take(limit).map(|(_, _, v)| v).collect();
     Ok(Json(json!({"window": window, "items": items})).into_response())
 }
 
@@ -1423,10 +1423,11 @@ async fn news_stream(State(state): State<Arc<AppState>>, Query(query): Query<Has
             let Ok(page) = feed_page(&state, &q, None) else {
                 return None;
             };
-            let next_latest = page["latestId"].as_str().unwrap_or(&latest).to_owned();
-            let next_since = page["serverTime"].as_str().unwrap_or(&since).to_owned();
-            if page["items"].as_array().is_some_and(|i| !i.is_empty()) {
-                let event = Event::default().event("items").data(page.to_string());
+            let next_latest = page.latest_id.clone().unwrap_or_else(|| latest.clone());
+            let next_since = page.server_time.clone();
+            if !page.items.is_empty() {
+                let body = serde_json::to_string(&page).expect("a feed page serializes");
+                let event = Event::default().event("items").data(body);
                 return Some((Ok(event), (state, next_latest, next_since, query, cuts)));
             }
             let wait = timing
