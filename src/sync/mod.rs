@@ -243,6 +243,22 @@ impl Syncer {
         u32::try_from(self.config.warehouse.memory_limit_mb.saturating_mul(1024) / 4).unwrap_or(u32::MAX)
     }
 
+    /// Groups of responses the fetch side may run ahead of the commit side,
+    /// besides [`Syncer::in_flight_kib`]'s bound on their size: one group
+    /// per 32 MiB of `memory_limit_mb`, up to eight. When DuckDB fills a row
+    /// group it compresses it into the file before the writer takes the next
+    /// commit (about half a second for two news tables); one group ahead
+    /// left the fetching stopped for most of it, and the writer then waited
+    /// for pages (3.4 s of a million-item backfill). Eight at the default
+    /// limit: a million items 14.2-14.4 s against 16.0-16.1 s, peak 482-490
+    /// MiB against 410-423 (BENCHMARKS.md, "The news fetch chain"). Small
+    /// pods keep one: at 32 MiB eight added 8 MiB to the peak.
+    fn groups_ahead(&self) -> usize {
+        usize::try_from(self.config.warehouse.memory_limit_mb / 32)
+            .unwrap_or(usize::MAX)
+            .clamp(1, 8)
+    }
+
     /// News pages committed in one transaction at most: a page holds at most
     /// a few hundred items, so more of them spread a commit's fixed cost (a
     /// dozen statements, each planned anew) further. DuckDB holds a
@@ -830,7 +846,7 @@ impl Syncer {
         group: usize,
         fetch: impl FnOnce(FetchedTx) -> F,
     ) -> Result<(), SyncError> {
-        let (tx, done_rx) = tokio::sync::mpsc::channel(group);
+        let (tx, done_rx) = tokio::sync::mpsc::channel(group * self.groups_ahead());
         let room_kib = self.in_flight_kib();
         let room = Arc::new(tokio::sync::Semaphore::new(room_kib as usize));
         let fetch = fetch(FetchedTx {
