@@ -33,6 +33,8 @@ pub struct DuckDbSink {
     held: Option<Held>,
     /// Whether bulk commits may be held: [`Settings::holds_bulk_commits`].
     holds_bulk_commits: bool,
+    /// The `checkpoint_threshold` set ([`Settings::checkpoint_threshold_mb`]).
+    checkpoint_threshold_mb: u64,
 }
 
 /// Commits loaded in the writer's open transaction and not yet committed.
@@ -172,6 +174,20 @@ const MIN_PROBE_ROWS: usize = 100;
 /// (BENCHMARKS.md, Ingest). Left to merge, they are merged once, by the first
 /// checkpoint after the backfill.
 const BULK_ROWS: usize = 1000;
+
+/// Rows of one table from which a transaction that DuckDB writes through
+/// its WAL checkpoints as it commits. A table's rows under one row group
+/// ([`ROW_GROUP_ROWS`]) are not a bulk append: DuckDB writes each of them to
+/// the WAL, then compresses them again at the next checkpoint, which that
+/// much WAL soon calls for. A `COMMIT` that checkpoints skips the WAL
+/// write (DuckDB's `auto_checkpoint_skip_wal_threshold`), as the baseline's
+/// single commit does at DuckDB's default threshold: a 100,000-item news
+/// backfill's landing wrote 2 x 60 MB of WAL in 0.2 s (BENCHMARKS.md,
+/// Ingest). Only where bulk commits are held ([`Settings::holds_bulk_commits`]),
+/// so that this is a backfill landing; small pods' commits of ten price
+/// histories (50,000 rows) keep the configured threshold, since a
+/// checkpoint rewrites the row group they append to.
+const CHECKPOINT_ON_COMMIT_ROWS: usize = 50_000;
 
 /// Stops checkpoints merging row groups ([`DuckDbSink::commit_open`]), until
 /// [`RESUME_MERGES`] or the database is opened again.
@@ -350,6 +366,7 @@ impl DuckDbSink {
             reopen_after_rows: settings.reopen_after_rows,
             held: None,
             holds_bulk_commits: settings.holds_bulk_commits(),
+            checkpoint_threshold_mb: settings.checkpoint_threshold_mb(),
         })
     }
 
@@ -496,20 +513,35 @@ impl DuckDbSink {
             let seq = self.next_commit_seq()?;
             self.commit_inner(commit, seq)?;
         }
-        self.commit_open(held.rows.values().sum())
+        let most = held.rows.values().copied().max().unwrap_or(0);
+        self.commit_open(held.rows.values().sum(), most)
     }
 
-    /// `COMMIT`s the open transaction, which holds `rows`. The automatic
-    /// checkpoint a `COMMIT` may run does not merge row groups when the
-    /// transaction was a bulk load ([`BULK_ROWS`]).
-    fn commit_open(&self, rows: usize) -> Result<(), SinkError> {
+    /// `COMMIT`s the open transaction, which holds `rows`, `most` of them in
+    /// one table. The automatic checkpoint a `COMMIT` may run does not merge
+    /// row groups when the transaction was a bulk load ([`BULK_ROWS`]), and
+    /// runs as it commits, instead of the WAL write, when a held
+    /// transaction's rows go through the WAL ([`CHECKPOINT_ON_COMMIT_ROWS`]).
+    fn commit_open(&self, rows: usize, most: usize) -> Result<(), SinkError> {
         let bulk = rows >= BULK_ROWS;
         if bulk {
             self.conn
                 .execute_batch(PAUSE_MERGES)
                 .map_err(sql_err("-", "pausing row-group merges for a bulk load"))?;
         }
+        let checkpoint_now = self.holds_bulk_commits && (CHECKPOINT_ON_COMMIT_ROWS..ROW_GROUP_ROWS).contains(&most);
+        if checkpoint_now {
+            self.conn
+                .execute_batch("SET checkpoint_threshold = '0KiB'")
+                .map_err(sql_err("-", "checkpointing as the commit lands"))?;
+        }
         let committed = self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit"));
+        if checkpoint_now {
+            let threshold = format!("SET checkpoint_threshold = '{}MiB'", self.checkpoint_threshold_mb);
+            if let Err(e) = self.conn.execute_batch(&threshold) {
+                tracing::warn!(message = "Could not set the checkpoint threshold back.", error = %e);
+            }
+        }
         if bulk {
             // Back to DuckDB's default, so the next checkpoint of small
             // commits (or the one at close) merges what the bulk load left.
@@ -1596,6 +1628,51 @@ mod tests {
                 .unwrap();
             assert_eq!(threshold, expected, "memory_limit_mb = {memory_limit_mb}");
         }
+    }
+
+    /// A held transaction with fewer rows than a row group, which DuckDB
+    /// would write row by row to its WAL, lands with a checkpoint instead:
+    /// the WAL stays empty, the rows are in the file, and the configured
+    /// threshold is back for the commits after it.
+    #[test]
+    fn a_held_landing_under_a_row_group_checkpoints_instead_of_writing_the_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.duckdb");
+        let wal_bytes = || std::fs::metadata(dir.path().join("w.duckdb.wal")).map_or(0, |m| m.len());
+        let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+        for days in [0..30_000, 30_000..60_000] {
+            sink.commit_held(Commit {
+                batches: vec![price_days(days.map(|d| (d, 1.0)))],
+                checkpoints: Vec::new(),
+            })
+            .unwrap();
+        }
+        sink.commit_held_now().unwrap();
+        assert!(
+            wal_bytes() < 64 * 1024,
+            "the landing went through the WAL: {} bytes",
+            wal_bytes()
+        );
+        let setting = |sink: &DuckDbSink| -> String {
+            sink.conn
+                .query_row("SELECT current_setting('checkpoint_threshold')", [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(setting(&sink), "128.0 MiB");
+        // A small commit after it goes to the WAL as before.
+        sink.commit(Commit {
+            batches: vec![price_days((60_000..60_010).map(|d| (d, 1.0)))],
+            checkpoints: Vec::new(),
+        })
+        .unwrap();
+        assert!(wal_bytes() > 0, "a small commit checkpointed");
+        drop(sink);
+        let sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+        let rows: i64 = sink
+            .conn
+            .query_row("SELECT count(*) FROM prices_daily", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 60_010);
     }
 
     #[test]
