@@ -1354,9 +1354,9 @@ async fn news_top(State(state): State<Arc<AppState>>, Query(query): Query<HashMa
         };
         let story = it.body.storyline_id.clone();
         match strongest.get(&story) {
-            Some((importance, _, _)) if *importance >= it.importance => {}
+            Some((importance, _, _)) if *importance >= it.body.importance => {}
             _ => {
-                strongest.insert(story, (it.importance, n, it.body));
+                strongest.insert(story, (it.body.importance, n, it.body));
             }
         }
     }

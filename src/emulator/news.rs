@@ -96,10 +96,7 @@ pub fn rewritten_at(seed: u64, n: u64) -> Option<DateTime<Utc>> {
 
 /// Item `n` as served at `now`.
 pub struct Item {
-    pub n: u64,
     pub source: &'static SourceDef,
-    pub importance: u64,
-    pub flash: bool,
     pub body: ItemBody,
 }
 
@@ -235,13 +232,7 @@ pub fn item(world: &World, n: u64, now: DateTime<Utc>) -> Option<Item> {
         form: (source.id == "sec_edgar").then_some("8-K"),
         rewritten: false,
     };
-    Some(Item {
-        n,
-        source,
-        importance,
-        flash,
-        body,
-    })
+    Some(Item { source, body })
 }
 
 /// The feed's filters, parsed from the query.
@@ -316,8 +307,8 @@ impl Filters {
                 .is_none_or(|s| s.iter().any(|x| x == it.source.id))
             && !self.exclude_sources.iter().any(|x| x == it.source.id)
             && !self.exclude_forms.iter().any(|f| it.body.form == Some(f.as_str()))
-            && (!self.flash || it.flash)
-            && it.importance >= self.min_importance
+            && (!self.flash || it.body.flash)
+            && it.body.importance >= self.min_importance
             && self.q.as_ref().is_none_or(|q| {
                 let text = format!("{} {}", it.body.headline, it.body.snippet.as_deref().unwrap_or(""));
                 text.to_lowercase().contains(q)

@@ -189,8 +189,6 @@ const BULK_ROWS: usize = 1000;
 /// checkpoint rewrites the row group they append to.
 const CHECKPOINT_ON_COMMIT_ROWS: usize = 50_000;
 
-/// Stops checkpoints merging row groups ([`DuckDbSink::commit_open`]), until
-/// [`RESUME_MERGES`] or the database is opened again.
 /// Tables whose `raw` records are long JSON documents, stored with ZSTD. A
 /// news item is about 600 bytes, on which DuckDB's own choice (DICT_FSST) took
 /// most of a news backfill's write time and kept the column 4x larger: 300,000
@@ -200,6 +198,8 @@ const CHECKPOINT_ON_COMMIT_ROWS: usize = 50_000;
 /// fixed when it is created.
 const ZSTD_RAW_TABLES: &[&str] = &["news_items", "news_headline_revisions"];
 
+/// Stops checkpoints merging row groups ([`DuckDbSink::commit_open`]), until
+/// [`RESUME_MERGES`] or the database is opened again.
 const PAUSE_MERGES: &str = "SET GLOBAL max_vacuum_tasks = 0";
 const RESUME_MERGES: &str = "RESET GLOBAL max_vacuum_tasks";
 
