@@ -68,13 +68,33 @@ impl Held {
         }
     }
 
+    /// Whether `commit`, a small one, would take one of its tables past
+    /// [`HELD_ROW_GROUPS`] whole row groups: the transaction then lands
+    /// without it, its last row group at least seven eighths full. Landing
+    /// after it left a few hundred rows in a row group of their own, which a
+    /// checkpoint's vacuum merges, together with the row groups between,
+    /// into the last landing of a backfill when that one ends short: about
+    /// 1.9 s of compressing again at the close of a million-item news
+    /// backfill. A large commit (a group of whole price histories, up to
+    /// 150,000 rows) lands with its transaction as before: landing without
+    /// it would leave the last row group partly empty, and prices at 2,000
+    /// companies ran 24 s to 30 s and 307 to 479 MiB that way.
+    fn overflows_with(&self, commit: &Commit) -> bool {
+        commit.batches.iter().any(|b| {
+            let held = self.rows.get(b.table.name).copied().unwrap_or(0);
+            let rows = b.batch.num_rows();
+            held > 0 && rows <= ROW_GROUP_ROWS / 8 && held + rows > HELD_ROW_GROUPS * ROW_GROUP_ROWS
+        })
+    }
+
     /// Whether the transaction should commit now: once a table holds
     /// [`HELD_ROW_GROUPS`] of DuckDB's row groups. DuckDB writes a
     /// transaction's rows straight into the file, compressed, a row group at
     /// a time, and ends it with a partial row group; a checkpoint merges up
     /// to four adjacent row groups whose rows fit in one fewer (DuckDB 2's
     /// `RowGroupCollection::ScheduleVacuumTasks`), so with three whole ones
-    /// between two partial ones, none ever merges.
+    /// between two partial ones, none ever merges. Small commits land just
+    /// before this instead ([`Held::overflows_with`]).
     fn fills_row_groups(&self) -> bool {
         let most = self.rows.values().copied().max().unwrap_or(0);
         most >= HELD_ROW_GROUPS * ROW_GROUP_ROWS
@@ -556,6 +576,9 @@ impl DuckDbSink {
         let started = std::time::Instant::now();
         let staged_rows: usize = commit.batches.iter().map(|b| b.batch.num_rows()).sum();
         self.rows_since_open = self.rows_since_open.saturating_add(staged_rows);
+        if may_hold && self.held.as_ref().is_some_and(|held| held.overflows_with(&commit)) {
+            self.commit_held_now()?;
+        }
         let mut held = match self.held.take() {
             Some(held) => held,
             None => {
@@ -1628,6 +1651,40 @@ mod tests {
                 .unwrap();
             assert_eq!(threshold, expected, "memory_limit_mb = {memory_limit_mb}");
         }
+    }
+
+    /// Small held commits land before one would take a table past three
+    /// row groups, so a landing ends with a nearly full row group, not a
+    /// few rows in one of their own that a later vacuum would merge.
+    #[test]
+    fn small_held_commits_land_before_they_pass_three_row_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+        for first in (0..400_000i64).step_by(10_000) {
+            sink.commit_held(Commit {
+                batches: vec![price_days((first..first + 10_000).map(|d| (d, 1.0)))],
+                checkpoints: Vec::new(),
+            })
+            .unwrap();
+        }
+        sink.commit_held_now().unwrap();
+        let counts: Vec<i64> = {
+            let mut stmt = sink
+                .conn
+                .prepare(
+                    "SELECT sum(count)::BIGINT FROM pragma_storage_info('prices_daily') \
+                     WHERE column_name = 'date' AND segment_type = 'DATE' GROUP BY row_group_id ORDER BY row_group_id",
+                )
+                .unwrap();
+            stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+        };
+        assert_eq!(counts.iter().sum::<i64>(), 400_000, "{counts:?}");
+        let (last, before) = counts.split_last().unwrap();
+        assert!(*last > 0);
+        assert!(
+            before.iter().all(|c| *c >= 122_880 * 7 / 8),
+            "a row group under seven eighths full before the last: {counts:?}"
+        );
     }
 
     /// A held transaction with fewer rows than a row group, which DuckDB
