@@ -96,8 +96,12 @@ impl Held {
     /// between two partial ones, none ever merges. Small commits land just
     /// before this instead ([`Held::overflows_with`]).
     fn fills_row_groups(&self) -> bool {
-        let most = self.rows.values().copied().max().unwrap_or(0);
-        most >= HELD_ROW_GROUPS * ROW_GROUP_ROWS
+        self.most_rows() >= HELD_ROW_GROUPS * ROW_GROUP_ROWS
+    }
+
+    /// The rows of the table that holds the most.
+    fn most_rows(&self) -> usize {
+        self.rows.values().copied().max().unwrap_or(0)
     }
 }
 
@@ -247,6 +251,11 @@ const HOLD_FROM_MB: u64 = 192;
 /// Prepared statements kept per connection: a few per table.
 const STATEMENT_CACHE: usize = 256;
 
+/// The statement that sets DuckDB's `checkpoint_threshold` to `mb` MiB.
+fn set_checkpoint_threshold(mb: u64) -> String {
+    format!("SET checkpoint_threshold = '{mb}MiB'")
+}
+
 /// Quotes an identifier: several contract names (`at`, `date`, `type`) are keywords.
 pub fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
@@ -368,10 +377,10 @@ impl DuckDbSink {
         })?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.execute_batch(&format!(
-            "SET memory_limit = '{}MiB'; SET threads = {}; SET checkpoint_threshold = '{}MiB';",
+            "SET memory_limit = '{}MiB'; SET threads = {}; {};",
             settings.memory_limit_mb.max(16),
             settings.threads.max(1),
-            settings.checkpoint_threshold_mb()
+            set_checkpoint_threshold(settings.checkpoint_threshold_mb())
         ))
         .map_err(|e| SinkError::Open {
             path: path.to_owned(),
@@ -533,23 +542,23 @@ impl DuckDbSink {
             let seq = self.next_commit_seq()?;
             self.commit_inner(commit, seq)?;
         }
-        let most = held.rows.values().copied().max().unwrap_or(0);
-        self.commit_open(held.rows.values().sum(), most)
+        self.commit_open(held)
     }
 
-    /// `COMMIT`s the open transaction, which holds `rows`, `most` of them in
-    /// one table. The automatic checkpoint a `COMMIT` may run does not merge
-    /// row groups when the transaction was a bulk load ([`BULK_ROWS`]), and
-    /// runs as it commits, instead of the WAL write, when a held
-    /// transaction's rows go through the WAL ([`CHECKPOINT_ON_COMMIT_ROWS`]).
-    fn commit_open(&self, rows: usize, most: usize) -> Result<(), SinkError> {
-        let bulk = rows >= BULK_ROWS;
+    /// `COMMIT`s the open transaction, which `held` describes. The automatic
+    /// checkpoint a `COMMIT` may run does not merge row groups when the
+    /// transaction was a bulk load ([`BULK_ROWS`]), and runs as it commits,
+    /// instead of the WAL write, when a held transaction's rows go through
+    /// the WAL ([`CHECKPOINT_ON_COMMIT_ROWS`]).
+    fn commit_open(&self, held: &Held) -> Result<(), SinkError> {
+        let bulk = held.rows.values().sum::<usize>() >= BULK_ROWS;
         if bulk {
             self.conn
                 .execute_batch(PAUSE_MERGES)
                 .map_err(sql_err("-", "pausing row-group merges for a bulk load"))?;
         }
-        let checkpoint_now = self.holds_bulk_commits && (CHECKPOINT_ON_COMMIT_ROWS..ROW_GROUP_ROWS).contains(&most);
+        let checkpoint_now =
+            self.holds_bulk_commits && (CHECKPOINT_ON_COMMIT_ROWS..ROW_GROUP_ROWS).contains(&held.most_rows());
         if checkpoint_now {
             self.conn
                 .execute_batch("SET checkpoint_threshold = '0KiB'")
@@ -557,8 +566,10 @@ impl DuckDbSink {
         }
         let committed = self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit"));
         if checkpoint_now {
-            let threshold = format!("SET checkpoint_threshold = '{}MiB'", self.checkpoint_threshold_mb);
-            if let Err(e) = self.conn.execute_batch(&threshold) {
+            if let Err(e) = self
+                .conn
+                .execute_batch(&set_checkpoint_threshold(self.checkpoint_threshold_mb))
+            {
                 tracing::warn!(message = "Could not set the checkpoint threshold back.", error = %e);
             }
         }
@@ -1682,7 +1693,7 @@ mod tests {
         let (last, before) = counts.split_last().unwrap();
         assert!(*last > 0);
         assert!(
-            before.iter().all(|c| *c >= 122_880 * 7 / 8),
+            before.iter().all(|c| *c as usize >= ROW_GROUP_ROWS * 7 / 8),
             "a row group under seven eighths full before the last: {counts:?}"
         );
     }
