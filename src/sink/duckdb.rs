@@ -68,11 +68,11 @@ impl Held {
         }
     }
 
-    /// Whether `commit`, a small one, would take one of its tables past
-    /// [`HELD_ROW_GROUPS`] whole row groups: the transaction then lands
-    /// without it, its last row group at least seven eighths full. Landing
-    /// after it left a few hundred rows in a row group of their own, which a
-    /// checkpoint's vacuum merges, together with the row groups between,
+    /// Whether `commit`, a small one ([`SMALL_COMMIT_ROWS`]), would take one
+    /// of its tables past [`HELD_ROW_GROUPS`] whole row groups: the
+    /// transaction then lands without it, its last row group at least three
+    /// quarters full. Landing after it left a few hundred rows in a row group
+    /// of their own, which a checkpoint's vacuum merges, together with the row groups between,
     /// into the last landing of a backfill when that one ends short: about
     /// 1.9 s of compressing again at the close of a million-item news
     /// backfill. A large commit (a group of whole price histories, up to
@@ -83,7 +83,7 @@ impl Held {
         commit.batches.iter().any(|b| {
             let held = self.rows.get(b.table.name).copied().unwrap_or(0);
             let rows = b.batch.num_rows();
-            held > 0 && rows <= ROW_GROUP_ROWS / 8 && held + rows > HELD_ROW_GROUPS * ROW_GROUP_ROWS
+            held > 0 && rows <= SMALL_COMMIT_ROWS && held + rows > HELD_ROW_GROUPS * ROW_GROUP_ROWS
         })
     }
 
@@ -93,8 +93,8 @@ impl Held {
     /// a time, and ends it with a partial row group; a checkpoint merges up
     /// to four adjacent row groups whose rows fit in one fewer (DuckDB 2's
     /// `RowGroupCollection::ScheduleVacuumTasks`), so with three whole ones
-    /// between two partial ones, none ever merges. Small commits land just
-    /// before this instead ([`Held::overflows_with`]).
+    /// or more between two partial ones, none ever merges. Small commits
+    /// land just before this instead ([`Held::overflows_with`]).
     fn fills_row_groups(&self) -> bool {
         self.most_rows() >= HELD_ROW_GROUPS * ROW_GROUP_ROWS
     }
@@ -206,9 +206,10 @@ const BULK_ROWS: usize = 1000;
 /// much WAL soon calls for. A `COMMIT` that checkpoints skips the WAL
 /// write (DuckDB's `auto_checkpoint_skip_wal_threshold`), as the baseline's
 /// single commit does at DuckDB's default threshold: a 100,000-item news
-/// backfill's landing wrote 2 x 60 MB of WAL in 0.2 s (BENCHMARKS.md,
-/// Ingest). Only where bulk commits are held ([`Settings::holds_bulk_commits`]),
-/// so that this is a backfill landing; small pods' commits of ten price
+/// backfill's landing, under one of DuckDB's default row groups, wrote
+/// 2 x 60 MB of WAL in 0.2 s (BENCHMARKS.md, Ingest). Only where bulk
+/// commits are held ([`Settings::holds_bulk_commits`]), so that this is a
+/// backfill landing; small pods' commits of ten price
 /// histories (50,000 rows) keep the configured threshold, since a
 /// checkpoint rewrites the row group they append to.
 const CHECKPOINT_ON_COMMIT_ROWS: usize = 50_000;
@@ -235,12 +236,31 @@ const RESUME_MERGES: &str = "RESET GLOBAL max_vacuum_tasks";
 /// database opened again loads only what it reads (BENCHMARKS.md, Memory).
 pub const REOPEN_AFTER_ROWS: usize = 500_000;
 
-/// DuckDB's rows per row group (its default `ROW_GROUP_SIZE`, which the
-/// warehouse keeps).
-const ROW_GROUP_ROWS: usize = 122_880;
+/// Rows per row group of the warehouse: the writer attaches the file with
+/// this `ROW_GROUP_SIZE`, half DuckDB's default of 122,880. A transaction
+/// that appends at least a row group to a table is a bulk append: DuckDB
+/// writes its row groups into the file compressed as they fill, while the
+/// rest of the load goes on, and moves them into the table whole as it
+/// commits. Under a row group, it copies every row from the transaction's
+/// storage into the table as it commits, then compresses it at the next
+/// checkpoint: a 100,000-item news backfill spent 0.3 s copying and 0.5 s
+/// compressing after its last page, and took 1.8-1.9 s against 1.4 s with
+/// this size (BENCHMARKS.md, "Row groups of 61,440 rows"). Larger backfills
+/// were no slower and peaked lower. Readers open the file with any row
+/// group size; rows written before keep the row groups they have.
+const ROW_GROUP_ROWS: usize = 61_440;
 
-/// Row groups of one table that end a held transaction ([`Held::fills_row_groups`]).
-const HELD_ROW_GROUPS: usize = 3;
+/// What the writer's connection calls the warehouse file it attaches.
+const WAREHOUSE_ALIAS: &str = "warehouse";
+
+/// Row groups of one table that end a held transaction
+/// ([`Held::fills_row_groups`]): 368,640 rows, as many as before the row
+/// groups were halved.
+const HELD_ROW_GROUPS: usize = 6;
+
+/// The most rows of a table a commit may bring to land a held transaction
+/// without it ([`Held::overflows_with`]): news pages, not whole price histories.
+const SMALL_COMMIT_ROWS: usize = ROW_GROUP_ROWS / 4;
 
 /// The smallest `memory_limit_mb` that holds bulk commits
 /// ([`Settings::holds_bulk_commits`]): news backfills held ran out of memory
@@ -292,8 +312,13 @@ fn explain_open_error(message: &str) -> String {
 /// A SQL list of string literals, for `IN (...)`: DuckDB binds no list
 /// parameter to `IN`, and keys come from the service, so each is escaped.
 pub fn string_list(values: &[String]) -> String {
-    let quoted: Vec<String> = values.iter().map(|v| format!("'{}'", v.replace('\'', "''"))).collect();
+    let quoted: Vec<String> = values.iter().map(|v| sql_string(v)).collect();
     quoted.join(", ")
+}
+
+/// `value` as a SQL string literal.
+fn sql_string(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
 }
 
 /// Point-in-time views over `macro_observations` (warehouse contract).
@@ -371,10 +396,26 @@ impl DuckDbSink {
     /// # Errors
     /// When the file cannot be opened; a file held by another process is named as such.
     pub fn reopen(path: &Path, settings: &Settings) -> Result<DuckDbSink, SinkError> {
-        let conn = Connection::open(path).map_err(|e| SinkError::Open {
+        let open_err = |message: String| SinkError::Open {
             path: path.to_owned(),
-            message: explain_open_error(&e.to_string()),
+            message,
+        };
+        let file = path.to_str().ok_or_else(|| {
+            open_err("the path is not valid UTF-8, which DuckDB needs; set `[warehouse] duckdb` to a UTF-8 path".into())
         })?;
+        let conn = Connection::open_in_memory().map_err(|e| open_err(e.to_string()))?;
+        // Attached rather than opened, as only ATTACH takes a row group size.
+        // An in-memory database spills into `.tmp` in the working directory,
+        // which a service may not be able to write, so the file's own place
+        // (`<file>.tmp`, where DuckDB spills for a database opened directly)
+        // is set again.
+        conn.execute_batch(&format!(
+            "ATTACH {} AS {WAREHOUSE_ALIAS} (ROW_GROUP_SIZE {ROW_GROUP_ROWS}); USE {WAREHOUSE_ALIAS}; \
+             SET temp_directory = {};",
+            sql_string(file),
+            sql_string(&format!("{file}.tmp"))
+        ))
+        .map_err(|e| open_err(explain_open_error(&e.to_string())))?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.execute_batch(&format!(
             "SET memory_limit = '{}MiB'; SET threads = {}; {};",
@@ -1614,7 +1655,7 @@ mod tests {
         assert_eq!(stored(&sink), 100_000);
     }
 
-    /// A held transaction commits once a table holds three row groups, and
+    /// A held transaction commits once a table holds six row groups, and
     /// a checkpoint (merges allowed) leaves the row groups it wrote as they
     /// are. Committed one by one, each of these loads ended in a partial row
     /// group, and the checkpoint merged them.
@@ -1633,7 +1674,7 @@ mod tests {
         };
         assert_eq!(held_after(0), 1);
         assert_eq!(held_after(150_000), 2);
-        assert_eq!(held_after(300_000), 0, "450,000 rows: three row groups and more");
+        assert_eq!(held_after(300_000), 0, "450,000 rows: six row groups and more");
         sink.conn.execute_batch("FORCE CHECKPOINT").unwrap();
         let row_groups: String = sink
             .conn
@@ -1644,7 +1685,7 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(row_groups, "122880, 122880, 122880, 81360");
+        assert_eq!(row_groups, "61440, 61440, 61440, 61440, 61440, 61440, 61440, 19920");
     }
 
     #[test]
@@ -1664,11 +1705,11 @@ mod tests {
         }
     }
 
-    /// Small held commits land before one would take a table past three
+    /// Small held commits land before one would take a table past six
     /// row groups, so a landing ends with a nearly full row group, not a
     /// few rows in one of their own that a later vacuum would merge.
     #[test]
-    fn small_held_commits_land_before_they_pass_three_row_groups() {
+    fn small_held_commits_land_before_they_pass_six_row_groups() {
         let dir = tempfile::tempdir().unwrap();
         let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
         for first in (0..400_000i64).step_by(10_000) {
@@ -1693,9 +1734,47 @@ mod tests {
         let (last, before) = counts.split_last().unwrap();
         assert!(*last > 0);
         assert!(
-            before.iter().all(|c| *c as usize >= ROW_GROUP_ROWS * 7 / 8),
-            "a row group under seven eighths full before the last: {counts:?}"
+            before.iter().all(|c| *c as usize >= ROW_GROUP_ROWS * 3 / 4),
+            "a row group under three quarters full before the last: {counts:?}"
         );
+    }
+
+    /// The writer attaches the file with the warehouse's row group size and
+    /// spills beside it. A held landing of more than a row group goes into
+    /// the file as whole row groups, its WAL naming them rather than holding
+    /// the rows, and DuckDB opened on the file directly reads them.
+    #[test]
+    fn the_warehouse_is_attached_with_its_row_group_size_and_spills_beside_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.duckdb");
+        let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+        let spill: String = sink
+            .conn
+            .query_row("SELECT current_setting('temp_directory')", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(spill, format!("{}.tmp", path.display()));
+        sink.commit_held(Commit {
+            batches: vec![price_days((0..100_000).map(|d| (d, 1.0)))],
+            checkpoints: Vec::new(),
+        })
+        .unwrap();
+        sink.commit_held_now().unwrap();
+        let wal_bytes = std::fs::metadata(dir.path().join("w.duckdb.wal")).map_or(0, |m| m.len());
+        assert!(
+            wal_bytes < 64 * 1024,
+            "the landing's rows went through the WAL: {wal_bytes} bytes"
+        );
+        drop(sink);
+        let plain = Connection::open(&path).unwrap();
+        let row_groups: String = plain
+            .query_row(
+                "SELECT string_agg(n::VARCHAR, ', ' ORDER BY g) FROM (SELECT row_group_id g, \
+                 sum(count) FILTER (WHERE column_path = '[1]') n FROM pragma_storage_info('prices_daily') GROUP BY g)",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(row_groups, "61440, 38560");
     }
 
     /// A held transaction with fewer rows than a row group, which DuckDB

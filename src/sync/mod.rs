@@ -216,7 +216,7 @@ const COMMIT_GROUP: usize = 10;
 /// same transaction (`SinkHandle::commit_held`): a backfill's news pages and
 /// whole price histories do, a poll's few new items or bars do not. It
 /// bounds what a crash costs: a held transaction ends once a table holds
-/// three of DuckDB's row groups (368,640 rows), so a crash makes the next
+/// six of the warehouse's row groups (368,640 rows), so a crash makes the next
 /// run read about 3,700 responses again at most, about 1,850 news pages of
 /// 200 items in a news backfill.
 const BULK_RESPONSE_ROWS: usize = 100;
@@ -275,11 +275,11 @@ impl Syncer {
 
     /// Companies committed in one transaction at most by the per-company
     /// pipelines: [`COMMIT_GROUP`] below 88 MiB of `memory_limit_mb`, 30 from
-    /// 240. Thirty whole price histories (about 150,000 rows) fill one of
-    /// DuckDB's row groups, which it then writes compressed straight into the
-    /// file instead of through the WAL: 600 companies' prices took a quarter
-    /// less time than in groups of ten, and peaked 45-60 MiB higher, so small
-    /// pods keep ten (BENCHMARKS.md, Ingest).
+    /// 240. Thirty whole price histories (about 150,000 rows) fill a row
+    /// group of DuckDB's default size, which it then writes compressed
+    /// straight into the file instead of through the WAL: 600 companies'
+    /// prices took a quarter less time than in groups of ten, and peaked
+    /// 45-60 MiB higher, so small pods keep ten (BENCHMARKS.md, Ingest).
     fn company_group(&self) -> usize {
         usize::try_from(self.config.warehouse.memory_limit_mb / 8)
             .unwrap_or(usize::MAX)
