@@ -236,7 +236,8 @@ const RESUME_MERGES: &str = "RESET GLOBAL max_vacuum_tasks";
 /// database opened again loads only what it reads (BENCHMARKS.md, Memory).
 pub const REOPEN_AFTER_ROWS: usize = 500_000;
 
-/// Rows per row group of the warehouse: the writer attaches the file with
+/// Rows per row group of the warehouse where bulk commits are held
+/// ([`Settings::holds_bulk_commits`]): the writer attaches the file with
 /// this `ROW_GROUP_SIZE`, half DuckDB's default of 122,880. A transaction
 /// that appends at least a row group to a table is a bulk append: DuckDB
 /// writes its row groups into the file compressed as they fill, while the
@@ -307,6 +308,32 @@ fn explain_open_error(message: &str) -> String {
     } else {
         message.to_owned()
     }
+}
+
+/// A connection to the warehouse at `path` that writes row groups of
+/// [`ROW_GROUP_ROWS`]. The file is attached rather than opened, as only
+/// ATTACH takes a row group size. Small pods hold no bulk commits, so no
+/// commit of theirs fills a row group: they open the file directly and keep
+/// DuckDB's size, and with it half as many row groups, of which DuckDB keeps
+/// what it knows in memory while the file is open ([`REOPEN_AFTER_ROWS`]).
+/// At 32 MiB the two peaked within the runs' spread of each other
+/// (BENCHMARKS.md, Memory). An in-memory database spills into `.tmp` in
+/// the working directory, which a service may not be able to write, so the
+/// file's own place (`<file>.tmp`, where DuckDB spills for a file opened
+/// directly) is set again.
+fn attach_with_row_groups(path: &Path) -> Result<Connection, String> {
+    let file = path
+        .to_str()
+        .ok_or("the path is not valid UTF-8, which DuckDB needs; set `[warehouse] duckdb` to a UTF-8 path")?;
+    let conn = Connection::open_in_memory().map_err(|e| e.to_string())?;
+    conn.execute_batch(&format!(
+        "ATTACH {} AS {WAREHOUSE_ALIAS} (ROW_GROUP_SIZE {ROW_GROUP_ROWS}); USE {WAREHOUSE_ALIAS}; \
+         SET temp_directory = {};",
+        sql_string(file),
+        sql_string(&format!("{file}.tmp"))
+    ))
+    .map_err(|e| explain_open_error(&e.to_string()))?;
+    Ok(conn)
 }
 
 /// A SQL list of string literals, for `IN (...)`: DuckDB binds no list
@@ -400,22 +427,11 @@ impl DuckDbSink {
             path: path.to_owned(),
             message,
         };
-        let file = path.to_str().ok_or_else(|| {
-            open_err("the path is not valid UTF-8, which DuckDB needs; set `[warehouse] duckdb` to a UTF-8 path".into())
-        })?;
-        let conn = Connection::open_in_memory().map_err(|e| open_err(e.to_string()))?;
-        // Attached rather than opened, as only ATTACH takes a row group size.
-        // An in-memory database spills into `.tmp` in the working directory,
-        // which a service may not be able to write, so the file's own place
-        // (`<file>.tmp`, where DuckDB spills for a database opened directly)
-        // is set again.
-        conn.execute_batch(&format!(
-            "ATTACH {} AS {WAREHOUSE_ALIAS} (ROW_GROUP_SIZE {ROW_GROUP_ROWS}); USE {WAREHOUSE_ALIAS}; \
-             SET temp_directory = {};",
-            sql_string(file),
-            sql_string(&format!("{file}.tmp"))
-        ))
-        .map_err(|e| open_err(explain_open_error(&e.to_string())))?;
+        let conn = if settings.holds_bulk_commits() {
+            attach_with_row_groups(path).map_err(open_err)?
+        } else {
+            Connection::open(path).map_err(|e| open_err(explain_open_error(&e.to_string())))?
+        };
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.execute_batch(&format!(
             "SET memory_limit = '{}MiB'; SET threads = {}; {};",
@@ -1742,11 +1758,24 @@ mod tests {
     /// The writer attaches the file with the warehouse's row group size and
     /// spills beside it. A held landing of more than a row group goes into
     /// the file as whole row groups, its WAL naming them rather than holding
-    /// the rows, and DuckDB opened on the file directly reads them.
+    /// the rows, and DuckDB opened on the file directly reads them. A small
+    /// pod's writer keeps DuckDB's row groups.
     #[test]
     fn the_warehouse_is_attached_with_its_row_group_size_and_spills_beside_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.duckdb");
+        let row_groups = |path: &Path| -> String {
+            Connection::open(path)
+                .unwrap()
+                .query_row(
+                    "SELECT string_agg(n::VARCHAR, ', ' ORDER BY g) FROM (SELECT row_group_id g, \
+                     sum(count) FILTER (WHERE column_path = '[1]') n FROM pragma_storage_info('prices_daily') \
+                     GROUP BY g)",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap()
+        };
         let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
         let spill: String = sink
             .conn
@@ -1765,16 +1794,21 @@ mod tests {
             "the landing's rows went through the WAL: {wal_bytes} bytes"
         );
         drop(sink);
-        let plain = Connection::open(&path).unwrap();
-        let row_groups: String = plain
-            .query_row(
-                "SELECT string_agg(n::VARCHAR, ', ' ORDER BY g) FROM (SELECT row_group_id g, \
-                 sum(count) FILTER (WHERE column_path = '[1]') n FROM pragma_storage_info('prices_daily') GROUP BY g)",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(row_groups, "61440, 38560");
+        assert_eq!(row_groups(&path), "61440, 38560");
+
+        let small = dir.path().join("small.duckdb");
+        let settings = Settings {
+            memory_limit_mb: 64,
+            ..Settings::default()
+        };
+        let mut sink = DuckDbSink::open(&small, &settings).unwrap();
+        sink.commit(Commit {
+            batches: vec![price_days((0..100_000).map(|d| (d, 1.0)))],
+            checkpoints: Vec::new(),
+        })
+        .unwrap();
+        drop(sink);
+        assert_eq!(row_groups(&small), "100000");
     }
 
     /// A held transaction with fewer rows than a row group, which DuckDB
