@@ -759,7 +759,24 @@ async fn prices(
         .and_utc()
         .timestamp_millis();
     let bars: Vec<_> = bars.into_iter().filter(|(d, _)| *d >= from).map(|(_, b)| b).collect();
-    Ok(Json(json!({"symbol": c.symbol, "bars": bars, "displayFrom": display_from})).into_response())
+    Ok(Json(PricesBody {
+        symbol: &c.symbol,
+        bars,
+        display_from,
+    })
+    .into_response())
+}
+
+/// `GET /companies/{id}/prices`, serialized as it is: built as a
+/// `serde_json::Value`, each bar a map of its own, a whole history took more
+/// of the emulator's time than gzipping it, on the cores the client shares
+/// (BENCHMARKS.md, Ingest).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PricesBody<'a> {
+    symbol: &'a str,
+    bars: Vec<crate::wire::Bar>,
+    display_from: i64,
 }
 
 async fn dividends(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
