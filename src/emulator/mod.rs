@@ -767,9 +767,9 @@ async fn prices(
     .into_response())
 }
 
-/// `GET /companies/{id}/prices`, serialized as it is: built as a
-/// `serde_json::Value`, each bar a map of its own, a whole history took more
-/// of the emulator's time than gzipping it, on the cores the client shares
+/// The body of `GET /companies/{id}/prices`, serialized directly. Built as a
+/// `serde_json::Value`, a map for each bar, a whole history took more of the
+/// emulator's time than gzipping it, on the cores the client shares
 /// (BENCHMARKS.md, Ingest).
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -72,8 +72,9 @@ impl Held {
     /// of its tables past [`HELD_ROW_GROUPS`] whole row groups: the
     /// transaction then lands without it, its last row group at least three
     /// quarters full. Landing after it left a few hundred rows in a row group
-    /// of their own, which a checkpoint's vacuum merges, together with the row groups between,
-    /// into the last landing of a backfill when that one ends short: about
+    /// of their own, which a checkpoint's vacuum merges, together with the
+    /// row groups between, into the last landing of a backfill when that one
+    /// ends short: about
     /// 1.9 s of compressing again at the close of a million-item news
     /// backfill. A large commit (a group of whole price histories, up to
     /// 150,000 rows) lands with its transaction as before: landing without
@@ -209,9 +210,9 @@ const BULK_ROWS: usize = 1000;
 /// backfill's landing, under one of DuckDB's default row groups, wrote
 /// 2 x 60 MB of WAL in 0.2 s (BENCHMARKS.md, Ingest). Only where bulk
 /// commits are held ([`Settings::holds_bulk_commits`]), so that this is a
-/// backfill landing; small pods' commits of ten price
-/// histories (50,000 rows) keep the configured threshold, since a
-/// checkpoint rewrites the row group they append to.
+/// backfill landing; small pods' commits of ten price histories (50,000
+/// rows) keep the configured threshold, since a checkpoint rewrites the
+/// row group they append to.
 const CHECKPOINT_ON_COMMIT_ROWS: usize = 50_000;
 
 /// Tables whose `raw` records are long JSON documents, stored with ZSTD. A
@@ -1692,16 +1693,21 @@ mod tests {
         assert_eq!(held_after(150_000), 2);
         assert_eq!(held_after(300_000), 0, "450,000 rows: six row groups and more");
         sink.conn.execute_batch("FORCE CHECKPOINT").unwrap();
-        let row_groups: String = sink
-            .conn
-            .query_row(
-                "SELECT string_agg(n::VARCHAR, ', ' ORDER BY g) FROM (SELECT row_group_id g, \
-                 sum(count) FILTER (WHERE column_path = '[1]') n FROM pragma_storage_info('prices_daily') GROUP BY g)",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(row_groups, "61440, 61440, 61440, 61440, 61440, 61440, 61440, 19920");
+        assert_eq!(
+            price_row_groups(&sink.conn),
+            "61440, 61440, 61440, 61440, 61440, 61440, 61440, 19920"
+        );
+    }
+
+    /// The rows of each of `prices_daily`'s row groups, in order.
+    fn price_row_groups(conn: &Connection) -> String {
+        conn.query_row(
+            "SELECT string_agg(n::VARCHAR, ', ' ORDER BY g) FROM (SELECT row_group_id g, \
+             sum(count) FILTER (WHERE column_path = '[1]') n FROM pragma_storage_info('prices_daily') GROUP BY g)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -1764,18 +1770,7 @@ mod tests {
     fn the_warehouse_is_attached_with_its_row_group_size_and_spills_beside_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.duckdb");
-        let row_groups = |path: &Path| -> String {
-            Connection::open(path)
-                .unwrap()
-                .query_row(
-                    "SELECT string_agg(n::VARCHAR, ', ' ORDER BY g) FROM (SELECT row_group_id g, \
-                     sum(count) FILTER (WHERE column_path = '[1]') n FROM pragma_storage_info('prices_daily') \
-                     GROUP BY g)",
-                    [],
-                    |r| r.get(0),
-                )
-                .unwrap()
-        };
+        let row_groups = |path: &Path| price_row_groups(&Connection::open(path).unwrap());
         let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
         let spill: String = sink
             .conn
