@@ -258,7 +258,9 @@ enum BenchCommand {
     /// histories from the emulator (unthrottled, in its own process) to
     /// committed DuckDB rows, against a baseline that only parses the same
     /// pages and appends them with a plain Appender; with fdsync's peak
-    /// memory. Each side runs in a fresh process.
+    /// memory. Each side runs in a fresh process and a fresh warehouse; the
+    /// sides take turns for `--rounds` rounds, and each figure is the median
+    /// of its rounds.
     ///
     /// Example: fdsync bench ingest --news 100000,300000,1000000 --prices 200,600,2000
     ///
@@ -270,6 +272,10 @@ enum BenchCommand {
         /// Generated companies per run, comma-separated (each one's whole history).
         #[arg(long, value_delimiter = ',', default_value = "200,600,2000")]
         prices: Vec<u64>,
+        /// Rounds per size: the sides take turns, and each figure is the
+        /// median of its rounds (one round: each side once).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+        rounds: u64,
     },
     /// One side of `bench ingest`, in its own process (prints a JSON report).
     #[command(hide = true)]
@@ -620,9 +626,10 @@ async fn run(cli: Cli) -> Result<(), SyncError> {
             serde_json::to_writer(std::io::stdout(), &report).map_err(|e| SyncError::Other(e.to_string()))?;
             Ok(())
         }
-        Command::Bench(BenchCommand::Ingest { news, prices }) => {
+        Command::Bench(BenchCommand::Ingest { news, prices, rounds }) => {
             let runs = [(fdsync::bench::Feed::News, news), (fdsync::bench::Feed::Prices, prices)];
-            fdsync::bench::ingest(&runs, &mut std::io::stdout()).await
+            let rounds = usize::try_from(rounds).unwrap_or(usize::MAX);
+            fdsync::bench::ingest(&runs, rounds, &mut std::io::stdout()).await
         }
         Command::Bench(BenchCommand::IngestChild {
             mode,

@@ -441,12 +441,18 @@ fn page_shape(body: &[u8]) -> Result<(usize, Option<DateTime<Utc>>, Option<Strin
 }
 
 /// Each feed at each of its sizes (news: items; prices: companies), fdsync
-/// against the baseline, each side in a fresh process reading one emulator
-/// process.
+/// against the baseline, each side in a fresh process and a fresh
+/// warehouse, reading one emulator process. The sides take turns for
+/// `rounds` rounds: a run of a second or two on a shared machine can catch
+/// a slow moment that the other side's run does not, so each time is the
+/// median of its rounds, each ratio the median of the rounds' ratios (a
+/// round's sides run back to back), and the rounds' range of the ratio is
+/// shown beside it. The peak is the highest of the rounds.
 ///
 /// # Errors
 /// When a side fails or the two sides read different rows.
-pub async fn ingest(runs: &[(Feed, Vec<u64>)], out: &mut impl Write) -> Result<(), SyncError> {
+pub async fn ingest(runs: &[(Feed, Vec<u64>)], rounds: usize, out: &mut impl Write) -> Result<(), SyncError> {
+    let rounds = rounds.max(1);
     for (feed, sizes) in runs {
         if sizes.is_empty() {
             continue;
@@ -457,7 +463,7 @@ pub async fn ingest(runs: &[(Feed, Vec<u64>)], out: &mut impl Write) -> Result<(
         };
         writeln!(
             out,
-            "\n{feed}\n\n| {unit} | rows | requests | fdsync s | fdsync rows/s | baseline parse+append s | baseline rows/s | ratio | baseline fetch s | ratio to fetch+parse+append | baseline, two tables s | ratio to it | fdsync peak MiB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "\n{feed} (medians of {rounds} rounds)\n\n| {unit} | rows | requests | fdsync s | fdsync rows/s | baseline parse+append s | baseline rows/s | ratio | rounds' ratios | baseline fetch s | ratio to fetch+parse+append | baseline, two tables s | ratio to it | fdsync peak MiB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         )?;
         for &size in sizes {
             let emulator = EmulatorProcess::start()?;
@@ -466,6 +472,10 @@ pub async fn ingest(runs: &[(Feed, Vec<u64>)], out: &mut impl Write) -> Result<(
             std::fs::create_dir_all(&dir)?;
             let side = |mode: &str| -> Result<IngestChildReport, SyncError> {
                 let warehouse = dir.join(format!("{mode}.duckdb"));
+                // Every round starts from nothing, as a first sync does.
+                for file in [warehouse.clone(), warehouse.with_extension("duckdb.wal")] {
+                    let _ = std::fs::remove_file(file);
+                }
                 let size = size.to_string();
                 let feed = feed.to_string();
                 child_report(
@@ -479,39 +489,75 @@ pub async fn ingest(runs: &[(Feed, Vec<u64>)], out: &mut impl Write) -> Result<(
                     ],
                 )
             };
-            let fdsync = side("fdsync")?;
-            let baseline = side("baseline")?;
-            // News only: a price bar is one row of one table either way.
-            let two_tables = match feed {
-                Feed::News => {
-                    let two = side("baseline-two-tables")?;
-                    format!("{:.1} | {:.2}x", two.seconds, fdsync.seconds / two.seconds)
+            let mut fdsync = Vec::with_capacity(rounds);
+            let mut baseline = Vec::with_capacity(rounds);
+            let mut two_tables = Vec::with_capacity(rounds);
+            for _ in 0..rounds {
+                let ours = side("fdsync")?;
+                let theirs = side("baseline")?;
+                if ours.rows != theirs.rows {
+                    return Err(SyncError::Other(format!(
+                        "the sides read different {feed}: fdsync {} rows, baseline {}",
+                        ours.rows, theirs.rows
+                    )));
                 }
-                Feed::Prices => "- | -".to_owned(),
-            };
-            if fdsync.rows != baseline.rows {
-                return Err(SyncError::Other(format!(
-                    "the sides read different {feed}: fdsync {} rows, baseline {}",
-                    fdsync.rows, baseline.rows
-                )));
+                // News only: a price bar is one row of one table either way.
+                if *feed == Feed::News {
+                    two_tables.push(side("baseline-two-tables")?);
+                }
+                fdsync.push(ours);
+                baseline.push(theirs);
             }
+            let seconds = |reports: &[IngestChildReport]| median(reports.iter().map(|r| r.seconds));
+            let ratios: Vec<f64> = fdsync
+                .iter()
+                .zip(&baseline)
+                .map(|(f, b)| f.seconds / b.seconds)
+                .collect();
+            let (lowest, highest) = ratios
+                .iter()
+                .fold((f64::INFINITY, 0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+            let two_tables = if two_tables.is_empty() {
+                "- | -".to_owned()
+            } else {
+                format!(
+                    "{:.1} | {:.2}x",
+                    seconds(&two_tables),
+                    median(fdsync.iter().zip(&two_tables).map(|(f, t)| f.seconds / t.seconds))
+                )
+            };
+            let (fdsync_s, baseline_s) = (seconds(&fdsync), seconds(&baseline));
             writeln!(
                 out,
-                "| {size} | {} | {} | {:.1} | {:.0} | {:.1} | {:.0} | {:.2}x | {:.1} | {:.2}x | {two_tables} | {:.1} |",
-                fdsync.rows,
-                fdsync.requests,
-                fdsync.seconds,
-                fdsync.rows as f64 / fdsync.seconds,
-                baseline.seconds,
-                baseline.rows as f64 / baseline.seconds,
-                fdsync.seconds / baseline.seconds,
-                baseline.fetch_seconds,
-                fdsync.seconds / (baseline.seconds + baseline.fetch_seconds),
-                mib(fdsync.peak_kib),
+                "| {size} | {} | {} | {fdsync_s:.1} | {:.0} | {baseline_s:.1} | {:.0} | {:.2}x | {lowest:.2}-{highest:.2}x | {:.1} | {:.2}x | {two_tables} | {:.1} |",
+                fdsync[0].rows,
+                fdsync[0].requests,
+                fdsync[0].rows as f64 / fdsync_s,
+                baseline[0].rows as f64 / baseline_s,
+                median(ratios.iter().copied()),
+                median(baseline.iter().map(|b| b.fetch_seconds)),
+                median(
+                    fdsync
+                        .iter()
+                        .zip(&baseline)
+                        .map(|(f, b)| f.seconds / (b.seconds + b.fetch_seconds))
+                ),
+                mib(fdsync.iter().map(|f| f.peak_kib).max().unwrap_or(0)),
             )?;
             out.flush()?;
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
     Ok(())
+}
+
+/// The median of `values` (the mean of the middle two for an even count).
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
 }
