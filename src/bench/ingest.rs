@@ -509,11 +509,11 @@ pub async fn ingest(runs: &[(Feed, Vec<u64>)], rounds: usize, out: &mut impl Wri
                 baseline.push(theirs);
             }
             let seconds = |reports: &[IngestChildReport]| median(reports.iter().map(|r| r.seconds));
-            let ratios: Vec<f64> = fdsync
-                .iter()
-                .zip(&baseline)
-                .map(|(f, b)| f.seconds / b.seconds)
-                .collect();
+            // Each round's fdsync time against `other`'s time in the same round.
+            let ratios_to = |other: &[IngestChildReport], time: fn(&IngestChildReport) -> f64| -> Vec<f64> {
+                fdsync.iter().zip(other).map(|(f, o)| f.seconds / time(o)).collect()
+            };
+            let ratios = ratios_to(&baseline, |b| b.seconds);
             let (lowest, highest) = ratios
                 .iter()
                 .fold((f64::INFINITY, 0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
@@ -523,7 +523,7 @@ pub async fn ingest(runs: &[(Feed, Vec<u64>)], rounds: usize, out: &mut impl Wri
                 format!(
                     "{:.1} | {:.2}x",
                     seconds(&two_tables),
-                    median(fdsync.iter().zip(&two_tables).map(|(f, t)| f.seconds / t.seconds))
+                    median(ratios_to(&two_tables, |t| t.seconds).into_iter())
                 )
             };
             let (fdsync_s, baseline_s) = (seconds(&fdsync), seconds(&baseline));
@@ -536,12 +536,7 @@ pub async fn ingest(runs: &[(Feed, Vec<u64>)], rounds: usize, out: &mut impl Wri
                 baseline[0].rows as f64 / baseline_s,
                 median(ratios.iter().copied()),
                 median(baseline.iter().map(|b| b.fetch_seconds)),
-                median(
-                    fdsync
-                        .iter()
-                        .zip(&baseline)
-                        .map(|(f, b)| f.seconds / (b.seconds + b.fetch_seconds))
-                ),
+                median(ratios_to(&baseline, |b| b.seconds + b.fetch_seconds).into_iter()),
                 mib(fdsync.iter().map(|f| f.peak_kib).max().unwrap_or(0)),
             )?;
             out.flush()?;

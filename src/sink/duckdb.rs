@@ -74,9 +74,8 @@ impl Held {
     /// quarters full. Landing after it left a few hundred rows in a row group
     /// of their own, which a checkpoint's vacuum merges, together with the
     /// row groups between, into the last landing of a backfill when that one
-    /// ends short: about
-    /// 1.9 s of compressing again at the close of a million-item news
-    /// backfill. A large commit (a group of whole price histories, up to
+    /// ends short: about 1.9 s of compressing again at the close of a
+    /// million-item news backfill. A large commit (a group of whole price histories, up to
     /// 150,000 rows) lands with its transaction as before: landing without
     /// it would leave the last row group partly empty, and prices at 2,000
     /// companies ran 24 s to 30 s and 307 to 479 MiB that way.
@@ -619,7 +618,7 @@ impl DuckDbSink {
             self.holds_bulk_commits && (CHECKPOINT_ON_COMMIT_ROWS..ROW_GROUP_ROWS).contains(&held.most_rows());
         if checkpoint_now {
             self.conn
-                .execute_batch("SET checkpoint_threshold = '0KiB'")
+                .execute_batch(&set_checkpoint_threshold(0))
                 .map_err(sql_err("-", "checkpointing as the commit lands"))?;
         }
         let committed = self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit"));

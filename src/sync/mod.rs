@@ -252,8 +252,8 @@ impl Syncer {
     /// for pages (3.4 s of a million-item backfill). Eight at the default
     /// limit: a million items 14.2-14.4 s against 16.0-16.1 s, peak 482-490
     /// MiB against 410-423 (BENCHMARKS.md, Ingest: "The emulator, the
-    /// storage of `raw`, and read-ahead"). Small
-    /// pods keep one: at 32 MiB eight added 8 MiB to the peak.
+    /// storage of `raw`, and read-ahead"). Small pods keep one: at 32 MiB
+    /// eight added 8 MiB to the peak.
     fn groups_ahead(&self) -> usize {
         usize::try_from(self.config.warehouse.memory_limit_mb / 32)
             .unwrap_or(usize::MAX)
