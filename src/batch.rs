@@ -1,4 +1,6 @@
-//! Rows to Arrow record batches: one typed builder per column of a [`TableDef`].
+//! Rows to Arrow record batches: one typed builder per column of a
+//! [`TableDef`]; the [`table!`] macro that declares a table with its row
+//! struct.
 //!
 //! A record is written field by field in column order through [`RowWriter`], then
 //! ended with its lineage (`raw`, `_route`); the batch-wide lineage (`_fetched_at`,
@@ -126,6 +128,18 @@ impl BatchBuilder {
         RowWriter { batch: self, next: 0 }
     }
 
+    /// Appends a row of an entity table with its lineage: the record as served and its route.
+    pub fn push<R: Row>(&mut self, row: R, raw: &str, route: &str) {
+        debug_assert_eq!(R::TABLE.name, self.table.name);
+        row.write(self.row()).end(raw, route);
+    }
+
+    /// Appends a row of a table without lineage (bookkeeping tables).
+    pub fn push_bare<R: Row>(&mut self, row: R) {
+        debug_assert_eq!(R::TABLE.name, self.table.name);
+        row.write(self.row()).end_bare();
+    }
+
     /// The finished batch.
     ///
     /// # Errors
@@ -140,6 +154,140 @@ impl BatchBuilder {
         }
         let arrays: Vec<ArrayRef> = self.columns.iter_mut().map(ColumnBuilder::finish).collect();
         RecordBatch::try_new(self.table.arrow_schema(), arrays)
+    }
+}
+
+/// One row of a table, written column by column in the table's order.
+/// Implemented by the row structs [`table!`] declares.
+pub trait Row {
+    const TABLE: &'static TableDef;
+
+    /// Writes the row's own columns (lineage is the caller's).
+    fn write<'w>(self, w: RowWriter<'w>) -> RowWriter<'w>;
+}
+
+/// The Rust type a column of `ColType` takes in a row struct.
+macro_rules! col_type {
+    ($lt:lifetime, Text) => { Option<&$lt str> };
+    ($lt:lifetime, Json) => { Option<&$lt str> };
+    ($lt:lifetime, Int) => { Option<i64> };
+    ($lt:lifetime, Float) => { Option<f64> };
+    ($lt:lifetime, Bool) => { Option<bool> };
+    ($lt:lifetime, Date) => { Option<chrono::NaiveDate> };
+    ($lt:lifetime, Timestamp) => { Option<chrono::DateTime<chrono::Utc>> };
+    ($lt:lifetime, TextList) => { &$lt [String] };
+}
+pub(crate) use col_type;
+
+/// A column's name: its field's, or the one given after `as` where the
+/// column's name is a Rust keyword (`kind as "type"`).
+macro_rules! col_name {
+    ($col:ident) => {
+        stringify!($col)
+    };
+    ($col:ident as $sql:literal) => {
+        $sql
+    };
+}
+pub(crate) use col_name;
+
+/// Declares a warehouse table once: its [`TableDef`] (columns in order, then
+/// the table's rules) and a row struct with a field per column. Rows are
+/// written by field name, so two same-typed columns swapped do not compile
+/// silently into each other, and the DDL, Arrow schema and lake layout all
+/// derive from the one declaration.
+///
+/// ```ignore
+/// table! {
+///     pub const PRICES_DAILY: PriceRow = "prices_daily" {
+///         company_key: Text,
+///         date: Date,
+///     }
+///     key: &["company_key", "date"],
+///     load: LoadRule::Upsert,
+/// }
+/// ```
+macro_rules! table {
+    (
+        $(#[$doc:meta])*
+        $vis:vis const $table:ident: $row:ident = $name:literal {
+            $( $(#[$col_doc:meta])* $col:ident $(as $sql:literal)?: $ty:ident ),+ $(,)?
+        }
+        $( $field:ident: $value:expr ),* $(,)?
+    ) => {
+        $(#[$doc])*
+        $vis const $table: $crate::tables::TableDef = $crate::tables::TableDef {
+            name: $name,
+            columns: &[ $( $crate::tables::Column {
+                name: $crate::batch::col_name!($col $(as $sql)?),
+                ty: $crate::tables::ColType::$ty,
+            } ),+ ],
+            $( $field: $value, )*
+            ..$crate::tables::TableDef::DEFAULT
+        };
+
+        #[doc = concat!("One row of `", $name, "`.")]
+        #[derive(Debug, Clone, Copy)]
+        $vis struct $row<'a> {
+            $( $(#[$col_doc])* pub $col: $crate::batch::col_type!('a, $ty), )+
+        }
+
+        impl $crate::batch::Row for $row<'_> {
+            const TABLE: &'static $crate::tables::TableDef = &$table;
+
+            fn write<'w>(self, w: $crate::batch::RowWriter<'w>) -> $crate::batch::RowWriter<'w> {
+                $( let w = $crate::batch::ColumnValue::put(self.$col, w); )+
+                w
+            }
+        }
+    };
+}
+pub(crate) use table;
+
+/// A value of one column of a row struct, written to its column.
+pub trait ColumnValue {
+    fn put(self, w: RowWriter<'_>) -> RowWriter<'_>;
+}
+
+impl ColumnValue for Option<&str> {
+    fn put(self, w: RowWriter<'_>) -> RowWriter<'_> {
+        w.text(self)
+    }
+}
+
+impl ColumnValue for Option<i64> {
+    fn put(self, w: RowWriter<'_>) -> RowWriter<'_> {
+        w.int(self)
+    }
+}
+
+impl ColumnValue for Option<f64> {
+    fn put(self, w: RowWriter<'_>) -> RowWriter<'_> {
+        w.float(self)
+    }
+}
+
+impl ColumnValue for Option<bool> {
+    fn put(self, w: RowWriter<'_>) -> RowWriter<'_> {
+        w.bool(self)
+    }
+}
+
+impl ColumnValue for Option<NaiveDate> {
+    fn put(self, w: RowWriter<'_>) -> RowWriter<'_> {
+        w.date(self)
+    }
+}
+
+impl ColumnValue for Option<DateTime<Utc>> {
+    fn put(self, w: RowWriter<'_>) -> RowWriter<'_> {
+        w.timestamp(self)
+    }
+}
+
+impl ColumnValue for &[String] {
+    fn put(self, w: RowWriter<'_>) -> RowWriter<'_> {
+        w.text_list(self.iter().map(String::as_str))
     }
 }
 
@@ -258,14 +406,87 @@ impl RowWriter<'_> {
     }
 }
 
+/// A table's rows that did not fit Arrow: a bug in a feed's reader.
+#[derive(Debug, thiserror::Error)]
+#[error("building a batch for {table}: {source}")]
+pub struct BatchError {
+    pub table: String,
+    pub source: arrow::error::ArrowError,
+}
+
+pub(crate) fn batch_err(table: &str) -> impl FnOnce(arrow::error::ArrowError) -> BatchError + '_ {
+    move |source| BatchError {
+        table: table.to_owned(),
+        source,
+    }
+}
+
+/// One table's rows, ready to load.
+#[derive(Debug)]
+pub struct TableBatch {
+    pub table: &'static TableDef,
+    pub batch: RecordBatch,
+    /// [`LoadRule::Replace`](crate::tables::LoadRule::Replace): the partitions
+    /// this batch holds in full, even those it holds no row of.
+    pub partitions: Vec<String>,
+}
+
+impl TableBatch {
+    /// Finishes a builder into a batch for its table.
+    ///
+    /// # Errors
+    /// When a row was misshapen (a bug in a feed's reader), named with the table.
+    pub fn build(builder: BatchBuilder) -> Result<TableBatch, BatchError> {
+        let table = builder.table();
+        let batch = builder.finish().map_err(batch_err(table.name))?;
+        Ok(TableBatch {
+            table,
+            batch,
+            partitions: Vec::new(),
+        })
+    }
+
+    /// One batch per table, in the order tables first appear, rows in their
+    /// order: a commit of several pages then merges each table once, since
+    /// DuckDB plans every statement anew and the planning, not the rows,
+    /// is most of a small merge's cost.
+    ///
+    /// # Errors
+    /// When two batches of one table differ in schema (a bug in a reader).
+    pub fn coalesce(batches: Vec<TableBatch>) -> Result<Vec<TableBatch>, BatchError> {
+        let mut by_table: Vec<(TableBatch, Vec<RecordBatch>)> = Vec::new();
+        for b in batches {
+            match by_table.iter_mut().find(|(first, _)| first.table.name == b.table.name) {
+                Some((first, more)) => {
+                    first.partitions.extend(b.partitions);
+                    more.push(b.batch);
+                }
+                None => by_table.push((b, Vec::new())),
+            }
+        }
+        by_table
+            .into_iter()
+            .map(|(mut first, more)| {
+                if !more.is_empty() {
+                    let schema = first.batch.schema();
+                    let all = std::iter::once(&first.batch).chain(more.iter());
+                    first.batch = arrow::compute::concat_batches(&schema, all).map_err(batch_err(first.table.name))?;
+                    first.partitions.sort();
+                    first.partitions.dedup();
+                }
+                Ok(first)
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tables;
 
     #[test]
     fn builds_a_batch_with_lineage() {
-        let table = tables::table("coverage_snapshots").unwrap();
+        let table = crate::feeds::table("coverage_snapshots").unwrap();
         let mut b = BatchBuilder::new(table, "run-1", Utc::now());
         b.row()
             .date(NaiveDate::from_ymd_opt(2026, 11, 25))
@@ -283,7 +504,7 @@ mod tests {
 
     #[test]
     fn a_misshapen_row_is_an_error_not_a_panic() {
-        let table = tables::table("coverage_snapshots").unwrap();
+        let table = crate::feeds::table("coverage_snapshots").unwrap();
         let mut b = BatchBuilder::new(table, "run-1", Utc::now());
         b.row().int(Some(1)).end("{}", "/x");
         assert!(b.finish().unwrap_err().to_string().contains("observed_date"));

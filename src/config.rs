@@ -118,12 +118,18 @@ fn default_release_ms() -> u64 {
     1000
 }
 
+/// `[warehouse] memory_limit_mb` when unset: what deploy/ sizes its limits for.
+pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 256;
+
+/// `[warehouse] duckdb_threads` when unset: the writer is one thread.
+pub const DEFAULT_DUCKDB_THREADS: u64 = 1;
+
 fn default_memory_limit_mb() -> u64 {
-    crate::sink::duckdb::Settings::default().memory_limit_mb
+    DEFAULT_MEMORY_LIMIT_MB
 }
 
 fn default_duckdb_threads() -> u64 {
-    crate::sink::duckdb::Settings::default().threads
+    DEFAULT_DUCKDB_THREADS
 }
 
 /// `[daemon]`: what `fdsync daemon` runs beside the schedules.
@@ -256,7 +262,7 @@ impl NewsFilters {
             ("excludeForms", &self.exclude_forms),
         ] {
             if !values.is_empty() {
-                let joined: Vec<String> = values.iter().map(|v| crate::upstream::encode(v.trim())).collect();
+                let joined: Vec<String> = values.iter().map(|v| crate::wire::encode(v.trim())).collect();
                 q.push_str(&format!("&{name}={}", joined.join(",")));
             }
         }
@@ -341,7 +347,7 @@ impl Config {
             ));
         }
         if let Some(dir) = &self.warehouse.parquet_dir {
-            crate::lake::store::check_location(dir)
+            check_lake_location(dir)
                 .map_err(|message| invalid(format!("warehouse.parquet_dir = {dir:?}: {message}")))?;
         }
         self.daemon.metrics_socket().map_err(invalid)?;
@@ -435,6 +441,31 @@ impl fmt::Debug for ApiKey {
 impl fmt::Display for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("pk_live_…redacted")
+    }
+}
+
+/// The URL schemes a lake may be at.
+const LAKE_SCHEMES: &[&str] = &["file", "s3", "s3a", "gs", "az", "abfs", "abfss"];
+
+/// Whether `parquet_dir` names a place the lake can be, without connecting.
+///
+/// # Errors
+/// What is wrong with it, for the configuration error.
+pub fn check_lake_location(parquet_dir: &str) -> Result<(), String> {
+    if parquet_dir.trim().is_empty() {
+        return Err("empty; give a folder or a file://, s3://, gs:// or az:// URL".into());
+    }
+    match url::Url::parse(parquet_dir) {
+        Ok(url) if url.scheme().len() > 1 && !LAKE_SCHEMES.contains(&url.scheme()) => Err(format!(
+            "unsupported scheme {}://; use a local path, file://, s3://, gs:// or az://",
+            url.scheme()
+        )),
+        Ok(url) if url.scheme() != "file" && url.host_str().unwrap_or("").is_empty() => Err(format!(
+            "{}:// needs a bucket or container, as in {}://bucket/prefix",
+            url.scheme(),
+            url.scheme()
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -18,7 +18,6 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::pipeline::Pipeline;
-use crate::sink::duckdb::sql_err;
 use crate::sync::{SyncError, Syncer};
 
 pub struct Daemon {
@@ -95,21 +94,7 @@ impl Daemon {
 
     /// When each pipeline last started, from the run log.
     async fn last_started(&self) -> Result<HashMap<String, DateTime<Utc>>, SyncError> {
-        Ok(self
-            .syncer
-            .sink
-            .call(|s| {
-                let mut stmt = s
-                    .connection()
-                    .prepare("SELECT pipeline, max(started_at) FROM _sync_runs GROUP BY pipeline")
-                    .map_err(sql_err("_sync_runs", "reading the last runs"))?;
-                let rows = stmt
-                    .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, DateTime<Utc>>(1)?)))
-                    .map_err(sql_err("_sync_runs", "reading the last runs"))?;
-                rows.collect::<Result<HashMap<_, _>, _>>()
-                    .map_err(sql_err("_sync_runs", "reading the last runs"))
-            })
-            .await??)
+        Ok(self.syncer.sink.call(|s| s.last_started()).await??)
     }
 }
 

@@ -12,7 +12,7 @@ use crate::config::{ApiKey, Config};
 use crate::emulator::{self, EmulatorConfig};
 use crate::pipeline;
 use crate::sink::{SinkError, SinkHandle, SinkOptions};
-use crate::sync::{SyncError, SyncReport, Syncer};
+use crate::sync::{SyncError, Syncer};
 use crate::upstream::Client;
 
 /// Example queries the demo runs and prints, as a data engineer would start.
@@ -177,7 +177,7 @@ pub async fn run(config: Config, warehouse: &Path, out: &mut (impl Write + Send)
         let (report, result) = syncer.run_once(&pipelines).await;
         result?;
         w(out, format!("\n== {label}: run {}", report.run_id))?;
-        print_report(out, &report)?;
+        report.write_text(out)?;
     }
     // Five simulated months on, the service has revised macro values and
     // restated one under its old vintage: the warehouse still knows what was
@@ -191,7 +191,7 @@ pub async fn run(config: Config, warehouse: &Path, out: &mut (impl Write + Send)
             out,
             format!("\n== five months later (simulated): macro only, run {}", report.run_id),
         )?;
-        print_report(out, &report)?;
+        report.write_text(out)?;
     }
     let stats = emulator.emulator.stats();
     w(
@@ -203,30 +203,10 @@ pub async fn run(config: Config, warehouse: &Path, out: &mut (impl Write + Send)
         ),
     )?;
 
-    let counts = sink
-        .call(|s| {
-            let mut lines = Vec::new();
-            for table in crate::tables::TABLES {
-                let n: i64 = s
-                    .connection()
-                    .query_row(
-                        &format!("SELECT count(*) FROM {}", crate::sink::duckdb::ident(table.name)),
-                        [],
-                        |r| r.get(0),
-                    )
-                    .map_err(|source| SinkError::Sql {
-                        table: table.name.into(),
-                        context: "counting rows",
-                        source,
-                    })?;
-                lines.push(format!("  {:<22} {n:>8}", table.name));
-            }
-            Ok::<_, SinkError>(lines)
-        })
-        .await??;
+    let counts = sink.call(|s| s.row_counts()).await??;
     w(out, "\n== rows in the warehouse".into())?;
-    for line in counts {
-        w(out, line)?;
+    for (table, n) in counts {
+        w(out, format!("  {table:<22} {n:>8}"))?;
     }
     let as_of = format!(
         "SELECT o.country, o.series_key, o.period, o.vintage, o.value AS known_at_first_sync,\n       n.value AS served_now_for_that_vintage\n\
@@ -279,36 +259,4 @@ fn trim_horizons(pipelines: &mut [pipeline::Pipeline]) {
         p.params.backfill_days = backfill.or(p.params.backfill_days);
         p.params.text_days = text.or(p.params.text_days);
     }
-}
-
-/// Prints one line per pipeline of a run.
-pub fn print_report(out: &mut dyn Write, report: &SyncReport) -> Result<(), SyncError> {
-    let io = |e: std::io::Error| SyncError::Other(e.to_string());
-    writeln!(
-        out,
-        "  {:<14} {:<16} {:>8} {:>12}  note",
-        "pipeline", "status", "requests", "rows written"
-    )
-    .map_err(io)?;
-    for o in &report.outcomes {
-        writeln!(
-            out,
-            "  {:<14} {:<16} {:>8} {:>12}  {}",
-            o.pipeline,
-            o.status.to_string(),
-            o.requests,
-            o.rows_written,
-            o.error.as_deref().unwrap_or("")
-        )
-        .map_err(io)?;
-    }
-    for name in &report.deferred {
-        writeln!(
-            out,
-            "  {name:<14} {:<16} {:>8} {:>12}  request budget spent",
-            "deferred", 0, 0
-        )
-        .map_err(io)?;
-    }
-    Ok(())
 }

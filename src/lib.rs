@@ -4,12 +4,16 @@
 //! # Layout
 //! Data flows one way, one module per stage:
 //! - [`config`]: the operator's TOML and environment overrides; the [`config::ApiKey`] type.
-//! - [`pipeline`]: the declarative pipeline files under `pipelines/`.
+//! - [`pipeline`]: the pipeline files under `pipelines/`: a feed and what an operator tunes.
 //! - [`planner`]: what a run must fetch, from checkpoints.
 //! - [`upstream`]: the HTTP client: auth, pacing, retries, request log.
-//! - [`wire`]: the service's payload shapes.
-//! - [`records`]: responses to rows, with quarantine for bad records.
-//! - [`tables`] and [`batch`]: the warehouse schema and Arrow batches built from it.
+//! - [`feeds`]: one module per upstream route family: its wire shapes, its
+//!   tables and rows, and the fetch engine that reads it; the registry and
+//!   the warehouse catalogue.
+//! - [`wire`]: the service's error body, and percent-encoding for paths.
+//! - [`records`]: what a feed's reader writes a response into, with quarantine for bad records.
+//! - [`tables`] and [`batch`]: what a table is, how one is declared with its row struct, and the Arrow batches built from rows.
+//! - [`bookkeeping`]: fdsync's own `_sync_*` tables.
 //! - [`sink`]: DuckDB; rows and checkpoints committed together.
 //! - [`sync`]: one run of the pipelines, with its run log.
 //! - [`emulator`]: the upstream service, offline, for tests, demo and benchmarks.
@@ -18,14 +22,20 @@
 //! - [`status`]: `fdsync status`, read from the bookkeeping tables.
 //! - [`metrics`] and [`progress`]: what operators watch.
 //! - [`demo`]: `fdsync demo`.
+//! - [`lake`]: the Delta lake of Parquet files published from the warehouse.
+//! - [`bench`]: `fdsync bench`: the benchmarks of BENCHMARKS.md.
+
+#![forbid(unsafe_code)]
 
 pub mod batch;
 pub mod bench;
+pub mod bookkeeping;
 pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod emulator;
+pub mod feeds;
 pub mod lake;
 pub mod metrics;
 pub mod pipeline;

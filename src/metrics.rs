@@ -15,8 +15,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::sink::CommitStats;
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
     status: String,
@@ -144,9 +142,10 @@ pub fn rows_committed() -> u64 {
     ROWS_COMMITTED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-pub fn rows_written(stats: &CommitStats) {
-    ROWS_COMMITTED.fetch_add(stats.rows_written, std::sync::atomic::Ordering::Relaxed);
-    for (table, rows) in &stats.per_table {
+/// Rows a commit wrote, in all and by table.
+pub fn rows_written(total: u64, per_table: &[(&'static str, u64)]) {
+    ROWS_COMMITTED.fetch_add(total, std::sync::atomic::Ordering::Relaxed);
+    for (table, rows) in per_table {
         METRICS
             .rows_written
             .get_or_create(&TableLabel {

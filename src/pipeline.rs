@@ -1,6 +1,8 @@
-//! Declarative pipelines: one TOML file per pipeline under `pipelines/`, read into
-//! [`RawPipeline`] and validated into a [`Pipeline`], with errors naming the file
-//! and the key at fault.
+//! Pipeline files: one TOML file per pipeline under `pipelines/`, naming a
+//! feed ([`crate::feeds`]) and what an operator tunes about it: its schedule,
+//! priority, params, whether it runs, and its route where that varies. Read
+//! into [`RawPipeline`] and validated into a [`Pipeline`], with errors naming
+//! the file and the key at fault.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -8,7 +10,9 @@ use std::str::FromStr;
 use serde::Deserialize;
 
 use crate::config::ConfigError;
-use crate::tables::{self, LoadRule, TableDef};
+use crate::feeds::{self, FEEDS, Feed, Fetch};
+
+pub use crate::feeds::Params;
 
 /// A pipeline file as written.
 #[derive(Debug, Deserialize)]
@@ -18,30 +22,18 @@ pub struct RawPipeline {
     pub name: String,
     /// One line for `--help`, status and docs.
     pub description: String,
-    /// Request path under the base URL; `{company}` stands for each company of the universe.
-    pub route: String,
-    /// Whether the route needs the API key (public routes such as coverage do not).
-    #[serde(default = "yes")]
-    pub auth: bool,
-    /// `none`: one request per run; `universe`: one per configured company;
-    /// `countries`: one per configured country; `parent`: one per row of the
-    /// `parent` table still missing its child rows.
-    pub fan_out: String,
-    /// With `fan_out = "parent"`: the table whose rows drive the requests.
-    pub parent: Option<String>,
-    /// How a response continues: `single` (one response holds everything),
-    /// `cursor` (news cursors: `after` forward, `before` back), `offset`
-    /// (the events wire: date windows paged by offset).
-    pub paging: String,
-    /// Which strategy reads the responses (see [`Records`]).
-    pub records: String,
-    /// Tables written, each with its key and load rule exactly as the warehouse contract states them.
-    pub tables: Vec<RawTarget>,
+    /// The feed it runs; default: the pipeline's name.
+    pub feed: Option<String>,
+    /// The request path under the base URL, when not the feed's own.
+    pub route: Option<String>,
     /// Standard 5-field cron expression (UTC) for `fdsync daemon`.
     pub schedule: String,
     /// Lower runs first when a run cannot do everything.
     pub priority: u32,
-    /// Mapper-specific settings.
+    /// A pipeline file with `enabled = false` is left out of every run.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Feed-specific settings.
     #[serde(default)]
     pub params: Params,
 }
@@ -50,154 +42,26 @@ fn yes() -> bool {
     true
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawTarget {
-    pub name: String,
-    pub key: Vec<String>,
-    pub load: String,
-}
-
-/// Settings a mapper may take.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Params {
-    /// prices: lookback of the first sync of a company (default `ALL`).
-    pub first_range: Option<String>,
-    /// prices: trailing days refetched every run because the service may restate them (default 7).
-    pub restate_days: Option<u32>,
-    /// macro: the history route of one series, with `{country}` and `{series}`.
-    pub series_route: Option<String>,
-    /// news, company_news, events_wire: how far back the first sync reaches, in days.
-    pub backfill_days: Option<u32>,
-    /// Page size of paged routes (news: 1-200, wire: 1-200).
-    pub page_limit: Option<u32>,
-    /// event_texts, filings: only filings this recent get their texts fetched, in days.
-    pub text_days: Option<u32>,
-    /// filings: the section text route, with `{company}`, `{accession}` and `{section}`.
-    pub section_route: Option<String>,
-    /// geo: the layer list route.
-    pub layers_route: Option<String>,
-    /// monthly_revenue: days before a company without a mandate (404) is asked again.
-    pub recheck_days: Option<u32>,
-    /// news: the live stream (SSE) that `fdsync stream` and the daemon keep connected.
-    pub stream_route: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FanOut {
-    None,
-    Universe,
-    /// One request per configured country (`universe.countries`).
-    Countries,
-    /// One request per row of a parent table that still lacks its children.
-    Parent,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Paging {
-    Single,
-    Cursor,
-    Offset,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Records {
-    Company,
-    Prices,
-    Dividends,
-    Indices,
-    Coverage,
-    /// A country's series list, then each series' point-in-time history.
-    Macro,
-    /// The news tape: forward with `after` and `changedSince`, back with `before`.
-    News,
-    /// Each company's own news (lineage included), with the same cursors.
-    CompanyNews,
-    NewsSources,
-    NewsTopics,
-    /// The per-company 8-K index: whole history once, then only what is new.
-    Events,
-    /// The market-wide 8-K wire, by date windows.
-    EventsWire,
-    EventsLatest,
-    /// 8-K item texts, once per (accession, item).
-    EventTexts,
-    Regulation,
-    MonthlyRevenue,
-    /// Filing notes and their section texts.
-    Filings,
-    /// Geo layers, then reviewed-asset counts per country.
-    Geo,
-}
-
-impl Records {
-    /// The fan-out and paging this strategy works with.
-    fn shape(self) -> (FanOut, Paging) {
-        use Records::*;
-        match self {
-            Company | Prices | Dividends | Regulation | MonthlyRevenue | Filings | Events => {
-                (FanOut::Universe, Paging::Single)
-            }
-            Indices | Coverage | NewsSources | NewsTopics | EventsLatest | Geo => (FanOut::None, Paging::Single),
-            Macro => (FanOut::Countries, Paging::Single),
-            News => (FanOut::None, Paging::Cursor),
-            CompanyNews => (FanOut::Universe, Paging::Cursor),
-            EventsWire => (FanOut::None, Paging::Offset),
-            EventTexts => (FanOut::Parent, Paging::Single),
-        }
-    }
-}
-
-impl Records {
-    fn parse(s: &str) -> Option<Records> {
-        Some(match s {
-            "company" => Records::Company,
-            "prices" => Records::Prices,
-            "dividends" => Records::Dividends,
-            "indices" => Records::Indices,
-            "coverage" => Records::Coverage,
-            "macro" => Records::Macro,
-            "news" => Records::News,
-            "company_news" => Records::CompanyNews,
-            "news_sources" => Records::NewsSources,
-            "news_topics" => Records::NewsTopics,
-            "events" => Records::Events,
-            "events_wire" => Records::EventsWire,
-            "events_latest" => Records::EventsLatest,
-            "event_texts" => Records::EventTexts,
-            "regulation" => Records::Regulation,
-            "monthly_revenue" => Records::MonthlyRevenue,
-            "filings" => Records::Filings,
-            "geo" => Records::Geo,
-            _ => return None,
-        })
-    }
-}
-
-/// The price lookback ranges the service accepts.
-pub const PRICE_RANGES: &[&str] = &["1M", "3M", "6M", "YTD", "1Y", "2Y", "5Y", "ALL"];
-
 #[derive(Debug, Clone)]
 pub struct Pipeline {
     pub name: String,
     pub description: String,
+    pub feed: &'static Feed,
     pub route: String,
-    pub auth: bool,
-    pub fan_out: FanOut,
-    pub paging: Paging,
-    /// With [`FanOut::Parent`]: the table whose rows drive the requests.
-    pub parent: Option<&'static TableDef>,
-    pub records: Records,
-    pub tables: Vec<&'static TableDef>,
     pub schedule_text: String,
     pub schedule: cron::Schedule,
     pub priority: u32,
+    pub enabled: bool,
     pub params: Params,
     pub file: PathBuf,
 }
 
 impl Pipeline {
+    /// Whether the route needs the API key.
+    pub fn auth(&self) -> bool {
+        self.feed.auth
+    }
+
     /// Validates a raw pipeline read from `file`.
     ///
     /// # Errors
@@ -211,170 +75,82 @@ impl Pipeline {
         if raw.name != stem {
             return Err(err(format!("name = {:?} must equal the file name {stem:?}", raw.name)));
         }
-        if !raw.route.starts_with("/api/") {
-            return Err(err(format!("route = {:?} must start with /api/", raw.route)));
-        }
-        let fan_out = match raw.fan_out.as_str() {
-            "none" => FanOut::None,
-            "universe" => FanOut::Universe,
-            "countries" => FanOut::Countries,
-            "parent" => FanOut::Parent,
-            other => {
-                return Err(err(format!(
-                    "fan_out = {other:?}: expected \"none\", \"universe\", \"countries\" or \"parent\""
-                )));
-            }
-        };
-        if fan_out == FanOut::Universe && !raw.route.contains("{company}") {
-            return Err(err("fan_out = \"universe\" needs {company} in route".into()));
-        }
-        if fan_out == FanOut::None && raw.route.contains("{company}") {
-            return Err(err("route has {company}: use fan_out = \"universe\"".into()));
-        }
-        let parent = match (&raw.parent, fan_out) {
-            (Some(name), FanOut::Parent) => {
-                Some(tables::table(name).ok_or_else(|| err(format!("parent = {name:?} is not a warehouse table")))?)
-            }
-            (None, FanOut::Parent) => return Err(err("fan_out = \"parent\" needs parent = \"<table>\"".into())),
-            (Some(_), _) => return Err(err("parent is only for fan_out = \"parent\"".into())),
-            (None, _) => None,
-        };
-        if (fan_out == FanOut::Countries) != raw.route.contains("{country}") {
-            return Err(err(
-                "route must contain {country} exactly when fan_out = \"countries\"".into()
-            ));
-        }
-        let paging = match raw.paging.as_str() {
-            "single" => Paging::Single,
-            "cursor" => Paging::Cursor,
-            "offset" => Paging::Offset,
-            other => {
-                return Err(err(format!(
-                    "paging = {other:?}: expected \"single\", \"cursor\" or \"offset\""
-                )));
-            }
-        };
-        let records = Records::parse(&raw.records).ok_or_else(|| {
+        let feed_name = raw.feed.as_deref().unwrap_or(&raw.name);
+        let feed = feeds::feed(feed_name).ok_or_else(|| {
+            let known: Vec<&str> = FEEDS.iter().map(|f| f.name).collect();
+            let key = if raw.feed.is_some() {
+                "feed"
+            } else {
+                "name (no feed = given)"
+            };
             err(format!(
-                "records = {:?}: expected one of company, prices, dividends, indices, coverage, macro, news, \
-                 company_news, news_sources, news_topics, events, events_wire, events_latest, event_texts, \
-                 regulation, monthly_revenue, filings, geo",
-                raw.records
+                "{key} = {feed_name:?} is not a feed: expected one of {}",
+                known.join(", ")
             ))
         })?;
-        let (want_fan_out, want_paging) = records.shape();
-        if (fan_out, paging) != (want_fan_out, want_paging) {
+        let route = raw.route.unwrap_or_else(|| feed.route.to_owned());
+        if !route.starts_with("/api/") {
+            return Err(err(format!("route = {route:?} must start with /api/")));
+        }
+        let holes = feed.fetch.holes();
+        if let Some(missing) = holes.iter().find(|h| !route.contains(*h)) {
             return Err(err(format!(
-                "records = {:?} works with fan_out = {:?} and paging = {:?}",
-                raw.records,
-                format!("{want_fan_out:?}").to_lowercase(),
-                format!("{want_paging:?}").to_lowercase()
+                "route = {route:?}: feed {:?} needs {missing} in its route",
+                feed.name
             )));
         }
-        if let Some(limit) = raw.params.page_limit
-            && !(1..=200).contains(&limit)
-        {
-            return Err(err(format!("params.page_limit = {limit}: use 1 to 200")));
-        }
-        let needs = |param: &Option<String>, name: &str, holes: &[&str]| -> Result<(), ConfigError> {
-            let route = param.as_deref().unwrap_or_default();
-            if !route.starts_with("/api/") || holes.iter().any(|h| !route.contains(h)) {
+        for hole in ["{company}", "{country}", "{accession}", "{layers}"] {
+            if route.contains(hole) && !holes.contains(&hole) {
                 return Err(err(format!(
-                    "records = {:?} needs params.{name}, a route starting /api/ with {}",
-                    raw.records,
-                    holes.join(", ")
+                    "route = {route:?}: feed {:?} has nothing to put in {hole}",
+                    feed.name
                 )));
             }
-            Ok(())
-        };
-        match records {
-            Records::Filings => needs(
-                &raw.params.section_route,
-                "section_route",
-                &["{company}", "{accession}", "{section}"],
-            )?,
-            Records::Geo => {
-                needs(&raw.params.layers_route, "layers_route", &[])?;
-                if !raw.route.contains("{layers}") {
-                    return Err(err("records = \"geo\" needs {layers} in route".into()));
-                }
-            }
-            Records::News if raw.params.stream_route.is_some() => needs(&raw.params.stream_route, "stream_route", &[])?,
-            _ if raw.params.stream_route.is_some() => {
-                return Err(err(format!(
-                    "params.stream_route: only records = \"news\" has a live stream, not {:?}",
-                    raw.records
-                )));
-            }
-            Records::EventTexts if !raw.route.contains("{accession}") => {
-                return Err(err(
-                    "records = \"event_texts\" needs {company} and {accession} in route".into(),
-                ));
-            }
-            _ => {}
         }
-        let mut targets = Vec::new();
-        for t in &raw.tables {
-            let def =
-                tables::table(&t.name).ok_or_else(|| err(format!("tables: {:?} is not a warehouse table", t.name)))?;
-            if t.key != def.key {
-                return Err(err(format!(
-                    "tables.{}: key {:?} differs from the warehouse contract's {:?}",
-                    t.name, t.key, def.key
-                )));
-            }
-            if LoadRule::parse(&t.load) != Some(def.load) {
-                return Err(err(format!(
-                    "tables.{}: load = {:?} differs from the warehouse contract's {:?}",
-                    t.name, t.load, def.load
-                )));
-            }
-            targets.push(def);
+        if let Some(extra) = raw.params.set().into_iter().find(|p| !feed.params.contains(p)) {
+            let takes = if feed.params.is_empty() {
+                "none".to_owned()
+            } else {
+                feed.params.join(", ")
+            };
+            return Err(err(format!(
+                "params.{extra}: feed {:?} does not use it (its params: {takes})",
+                feed.name
+            )));
         }
-        if targets.is_empty() {
-            return Err(err("tables: at least one table is written".into()));
-        }
+        (feed.check)(&route, &raw.params).map_err(|e| err(format!("feed {:?}: {e}", feed.name)))?;
         let schedule = parse_schedule(&raw.schedule).map_err(|e| err(format!("schedule = {:?}: {e}", raw.schedule)))?;
-        if let Some(range) = &raw.params.first_range
-            && !PRICE_RANGES.contains(&range.as_str())
-        {
-            return Err(err(format!(
-                "params.first_range = {range:?}: expected one of {PRICE_RANGES:?}"
-            )));
-        }
-        if records == Records::Macro {
-            let route = raw.params.series_route.as_deref().unwrap_or_default();
-            if fan_out != FanOut::Countries || !route.contains("{country}") || !route.contains("{series}") {
-                return Err(err(
-                    "records = \"macro\" needs fan_out = \"countries\" and params.series_route with {country} and {series}"
-                        .into(),
-                ));
-            }
-        }
         Ok(Pipeline {
             name: raw.name,
             description: raw.description,
-            route: raw.route,
-            auth: raw.auth,
-            fan_out,
-            paging,
-            parent,
-            records,
-            tables: targets,
+            feed,
+            route,
             schedule_text: raw.schedule,
             schedule,
             priority: raw.priority,
+            enabled: raw.enabled,
             params: raw.params,
             file: file.to_owned(),
         })
     }
+
+    /// Whether the pipeline goes company by company through the universe.
+    pub fn per_company(&self) -> bool {
+        self.feed.fetch.per_company()
+    }
+
+    /// Whether the pipeline only resolves the universe.
+    pub fn resolves_universe(&self) -> bool {
+        matches!(self.feed.fetch, Fetch::Universe)
+    }
 }
 
-/// Reads every `*.toml` in `dir`, keeps those in `enabled` (all when `None`), and
-/// orders them by priority.
+/// Reads every `*.toml` in `dir`, keeps those in `enabled` (all when `None`)
+/// whose files do not say `enabled = false`, and orders them by priority.
 ///
 /// # Errors
-/// An unreadable or invalid file, or an enabled name without a file.
+/// An unreadable or invalid file, or an enabled name without a file or whose
+/// file disables it.
 pub fn load_dir(dir: &Path, enabled: Option<&[String]>) -> Result<Vec<Pipeline>, ConfigError> {
     let read_err = |message: String| ConfigError::Pipeline {
         path: dir.to_owned(),
@@ -408,8 +184,18 @@ pub fn load_dir(dir: &Path, enabled: Option<&[String]>) -> Result<Vec<Pipeline>,
                 )));
             }
         }
+        if let Some(off) = pipelines.iter().find(|p| !p.enabled && names.contains(&p.name)) {
+            return Err(ConfigError::Pipeline {
+                path: off.file.clone(),
+                message: format!(
+                    "pipeline {:?} is named in [pipelines] enabled but its file says enabled = false",
+                    off.name
+                ),
+            });
+        }
         pipelines.retain(|p| names.contains(&p.name));
     }
+    pipelines.retain(|p| p.enabled);
     pipelines.sort_by(|a, b| a.priority.cmp(&b.priority).then_with(|| a.name.cmp(&b.name)));
     Ok(pipelines)
 }
@@ -482,6 +268,70 @@ mod tests {
         let weekend = parse_schedule("0 6 * * 6-7").unwrap();
         let days: Vec<Weekday> = weekend.after(&from).take(2).map(|d| d.weekday()).collect();
         assert_eq!(days, [Weekday::Sat, Weekday::Sun]);
+    }
+
+    fn load(text: &str) -> Result<Pipeline, String> {
+        let file = Path::new("pipelines/test.toml");
+        let raw: RawPipeline = toml::from_str(text).map_err(|e| e.to_string())?;
+        Pipeline::try_from_raw(raw, file).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_shipped_pipeline_file_loads_and_every_feed_has_one() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines");
+        let pipelines = load_dir(&dir, None).unwrap();
+        for feed in FEEDS {
+            assert!(
+                pipelines.iter().any(|p| std::ptr::eq(p.feed, *feed)),
+                "no shipped pipeline runs feed {}",
+                feed.name
+            );
+        }
+        let prices = pipelines.iter().find(|p| p.name == "prices").unwrap();
+        assert_eq!(
+            prices.route, "/api/v1/companies/{company}/prices",
+            "the feed's own route"
+        );
+    }
+
+    #[test]
+    fn every_key_drives_something_and_a_wrong_one_is_named() {
+        let base = "name = \"test\"\ndescription = \"d\"\nschedule = \"0 * * * *\"\npriority = 1\n";
+        let ok = load(&format!(
+            "{base}feed = \"prices\"\nroute = \"/api/v2/companies/{{company}}/prices\"\n"
+        ))
+        .unwrap();
+        assert_eq!(ok.route, "/api/v2/companies/{company}/prices");
+        let no_feed = load(base).unwrap_err();
+        assert!(no_feed.contains("\"test\" is not a feed"), "{no_feed}");
+        let param = load(&format!("{base}feed = \"indices\"\n[params]\nbackfill_days = 3\n")).unwrap_err();
+        assert!(
+            param.contains("params.backfill_days") && param.contains("indices"),
+            "{param}"
+        );
+        let hole = load(&format!("{base}feed = \"prices\"\nroute = \"/api/v1/prices\"\n")).unwrap_err();
+        assert!(hole.contains("needs {company}"), "{hole}");
+        let extra = load(&format!("{base}feed = \"indices\"\nroute = \"/api/v1/{{company}}\"\n")).unwrap_err();
+        assert!(extra.contains("nothing to put in {company}"), "{extra}");
+        let check = load(&format!("{base}feed = \"filings\"\n[params]\ntext_days = 3\n")).unwrap_err();
+        assert!(check.contains("params.section_route"), "{check}");
+        let asserting = load(&format!("{base}feed = \"prices\"\nfan_out = \"universe\"\n")).unwrap_err();
+        assert!(asserting.contains("fan_out"), "{asserting}");
+    }
+
+    #[test]
+    fn a_disabled_pipeline_is_left_out_and_cannot_be_enabled_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("indices.toml"),
+            "name = \"indices\"\ndescription = \"d\"\nschedule = \"0 * * * *\"\npriority = 1\nenabled = false\n",
+        )
+        .unwrap();
+        assert!(load_dir(dir.path(), None).unwrap().is_empty());
+        let named = load_dir(dir.path(), Some(&["indices".to_owned()]))
+            .unwrap_err()
+            .to_string();
+        assert!(named.contains("enabled = false"), "{named}");
     }
 
     #[test]

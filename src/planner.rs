@@ -2,37 +2,12 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 
 use crate::config::UniverseConfig;
-use crate::pipeline::{FanOut, Params, Pipeline, Records};
+use crate::feeds::Fetch;
+use crate::pipeline::Pipeline;
 use crate::sink::StoredCheckpoint;
-
-/// Days each lookback range surely covers, whatever calendar arithmetic the
-/// service uses (a month is counted as 28 days, a year as 364).
-const RANGE_SPANS: &[(&str, i64)] = &[
-    ("1M", 28),
-    ("3M", 89),
-    ("6M", 180),
-    ("1Y", 364),
-    ("2Y", 729),
-    ("5Y", 1820),
-];
-
-/// The smallest price lookback that still covers every bar after `last_bar`,
-/// plus the trailing `restate_days` the service may have corrected. With no
-/// checkpoint, the pipeline's first range (default the whole history).
-pub fn price_range(last_bar: Option<NaiveDate>, today: NaiveDate, params: &Params) -> String {
-    let first = params.first_range.clone().unwrap_or_else(|| "ALL".into());
-    let Some(last) = last_bar else { return first };
-    let restate = i64::from(params.restate_days.unwrap_or(7));
-    let needed = (today - last).num_days().max(0) + restate;
-    RANGE_SPANS
-        .iter()
-        .find(|(_, span)| *span >= needed)
-        .map(|(range, _)| (*range).to_owned())
-        .unwrap_or_else(|| "ALL".into())
-}
 
 /// Members ordered so that those never synced come first, then the least
 /// recently synced: when a budget runs out mid-pipeline, the next run starts
@@ -63,17 +38,19 @@ pub fn requests_due(
         keys.dedup();
         keys.len() as u64
     };
-    let fans_out = pipelines.iter().any(|p| p.fan_out == FanOut::Universe);
+    let fans_out = pipelines
+        .iter()
+        .any(|p| p.per_company() && !matches!(p.feed.fetch, Fetch::ParentTexts { .. }));
     let mut due = if fans_out { unresolved } else { 0 };
     for p in pipelines {
-        due += match (p.fan_out, p.records) {
-            (FanOut::Universe, Records::Company) => 0,
-            (FanOut::Universe, _) => distinct,
-            // A country's list, then one request per series: at least two.
-            (FanOut::Countries, _) => 2 * universe.countries.len() as u64,
-            (FanOut::None, _) => 1,
+        due += match &p.feed.fetch {
+            Fetch::Universe => 0,
             // Texts of filings not yet fetched: unknown until the parent table is read.
-            (FanOut::Parent, _) => 0,
+            Fetch::ParentTexts { .. } => 0,
+            Fetch::PerCompany(_) | Fetch::CompanyCursor | Fetch::CompanyIndex | Fetch::DocumentsAndSections => distinct,
+            // A country's list, then one request per series: at least two.
+            Fetch::PerCountry => 2 * universe.countries.len() as u64,
+            Fetch::Single(_) | Fetch::Cursor | Fetch::OffsetWindows | Fetch::Layers => 1,
         };
     }
     due
@@ -82,21 +59,6 @@ pub fn requests_due(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn d(s: &str) -> NaiveDate {
-        s.parse().unwrap()
-    }
-
-    #[test]
-    fn first_sync_takes_everything_then_the_smallest_covering_range() {
-        let p = Params::default();
-        let today = d("2026-11-25");
-        assert_eq!(price_range(None, today, &p), "ALL");
-        assert_eq!(price_range(Some(d("2026-11-24")), today, &p), "1M");
-        assert_eq!(price_range(Some(d("2026-10-01")), today, &p), "3M");
-        assert_eq!(price_range(Some(d("2024-01-01")), today, &p), "5Y");
-        assert_eq!(price_range(Some(d("2010-01-01")), today, &p), "ALL");
-    }
 
     #[test]
     fn never_synced_then_stalest_first() {

@@ -2,23 +2,17 @@
 //! and the quota the service reported last, read from the warehouse's
 //! bookkeeping tables without writing to it.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use duckdb::{AccessMode, Connection};
 use serde::Serialize;
 
 use crate::pipeline::Pipeline;
-use crate::sink::duckdb::held_by_another_process;
+use crate::sink::duckdb::reader::BookkeepingReader;
+pub use crate::sink::duckdb::reader::{LastRun, QuotaStatus};
 use crate::sink::lock::{Holder, WriterLock};
 use crate::sync::SyncError;
-
-/// How long `status` waits for a writer to let go of the file (it does after
-/// a second idle).
-const BUSY_WAIT: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Serialize)]
 pub struct Status {
@@ -48,30 +42,6 @@ pub struct PipelineStatus {
     pub next_run_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Debug, Serialize)]
-pub struct LastRun {
-    pub run_id: String,
-    pub started_at: DateTime<Utc>,
-    pub finished_at: Option<DateTime<Utc>>,
-    pub status: String,
-    pub requests: i64,
-    pub rows_written: i64,
-    pub error: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct QuotaStatus {
-    /// A one-way fingerprint of the key, never the key.
-    pub key_id: String,
-    pub observed_at: DateTime<Utc>,
-    pub window: Option<String>,
-    pub limit: Option<i64>,
-    pub remaining: Option<i64>,
-    pub reset_at: Option<DateTime<Utc>>,
-    pub rate_limit: Option<i64>,
-    pub rate_remaining: Option<i64>,
-}
-
 /// Reads the status of `pipelines` from the warehouse at `path`. A warehouse
 /// that does not exist yet is a status too: nothing has run.
 ///
@@ -88,9 +58,9 @@ pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<S
         quota: Vec::new(),
     };
     let (runs, oks, checkpoints) = if path.exists() {
-        let conn = open_read_only(path, status.writer.as_ref())?;
-        status.quota = quota(&conn)?;
-        (last_runs(&conn)?, last_ok(&conn)?, newest_checkpoints(&conn)?)
+        let reader = BookkeepingReader::open(path, status.writer.as_ref())?;
+        status.quota = reader.quota()?;
+        (reader.last_runs()?, reader.last_ok()?, reader.newest_checkpoints()?)
     } else {
         Default::default()
     };
@@ -119,117 +89,6 @@ pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<S
         });
     }
     Ok(status)
-}
-
-fn open_read_only(path: &Path, writer: Option<&Holder>) -> Result<Connection, SyncError> {
-    let started = Instant::now();
-    loop {
-        let config = duckdb::Config::default()
-            .access_mode(AccessMode::ReadOnly)
-            .map_err(|e| SyncError::Other(e.to_string()))?;
-        match Connection::open_with_flags(path, config) {
-            Ok(conn) => return Ok(conn),
-            Err(e) if held_by_another_process(&e.to_string()) && started.elapsed() < BUSY_WAIT => {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => {
-                let who = writer.map_or_else(|| "another process".to_owned(), |h| h.to_string());
-                return Err(SyncError::Other(format!(
-                    "cannot read warehouse {}: {e}. {who} has kept it open for writing for over {} s; \
-                     try again when it is idle (see docs/operations.md)",
-                    path.display(),
-                    BUSY_WAIT.as_secs()
-                )));
-            }
-        }
-    }
-}
-
-fn sql(context: &'static str) -> impl Fn(duckdb::Error) -> SyncError {
-    move |e| SyncError::Other(format!("reading the warehouse ({context}): {e}"))
-}
-
-fn last_runs(conn: &Connection) -> Result<HashMap<String, LastRun>, SyncError> {
-    let mut stmt = conn
-        .prepare(
-            "SELECT pipeline, run_id, started_at, finished_at, status, requests, rows_written, error
-             FROM _sync_runs QUALIFY row_number() OVER (PARTITION BY pipeline ORDER BY started_at DESC) = 1",
-        )
-        .map_err(sql("last runs"))?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                LastRun {
-                    run_id: r.get(1)?,
-                    started_at: r.get(2)?,
-                    finished_at: r.get(3)?,
-                    status: r.get(4)?,
-                    requests: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
-                    rows_written: r.get::<_, Option<i64>>(6)?.unwrap_or(0),
-                    error: r.get(7)?,
-                },
-            ))
-        })
-        .map_err(sql("last runs"))?;
-    rows.collect::<Result<_, _>>().map_err(sql("last runs"))
-}
-
-fn last_ok(conn: &Connection) -> Result<HashMap<String, DateTime<Utc>>, SyncError> {
-    let mut stmt = conn
-        .prepare("SELECT pipeline, max(finished_at) FROM _sync_runs WHERE status = 'ok' GROUP BY pipeline")
-        .map_err(sql("last ok runs"))?;
-    let rows = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .map_err(sql("last ok runs"))?;
-    rows.collect::<Result<_, _>>().map_err(sql("last ok runs"))
-}
-
-type Newest = (String, String, DateTime<Utc>);
-
-/// Per pipeline: how many partitions, and the most recently moved one.
-fn newest_checkpoints(conn: &Connection) -> Result<HashMap<String, (u64, Option<Newest>)>, SyncError> {
-    let mut stmt = conn
-        .prepare(
-            "SELECT pipeline, count(*) OVER (PARTITION BY pipeline), \"partition\", cursor, updated_at
-             FROM _sync_checkpoints
-             QUALIFY row_number() OVER (PARTITION BY pipeline ORDER BY updated_at DESC, \"partition\") = 1",
-        )
-        .map_err(sql("checkpoints"))?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                (r.get::<_, i64>(1)? as u64, Some((r.get(2)?, r.get(3)?, r.get(4)?))),
-            ))
-        })
-        .map_err(sql("checkpoints"))?;
-    rows.collect::<Result<_, _>>().map_err(sql("checkpoints"))
-}
-
-fn quota(conn: &Connection) -> Result<Vec<QuotaStatus>, SyncError> {
-    let mut stmt = conn
-        .prepare(
-            "SELECT key_id, observed_at, quota_window, quota_limit, quota_remaining, quota_reset_at,
-                    rate_limit, rate_remaining
-             FROM _sync_quota ORDER BY observed_at DESC",
-        )
-        .map_err(sql("quota"))?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok(QuotaStatus {
-                key_id: r.get(0)?,
-                observed_at: r.get(1)?,
-                window: r.get(2)?,
-                limit: r.get(3)?,
-                remaining: r.get(4)?,
-                reset_at: r.get(5)?,
-                rate_limit: r.get(6)?,
-                rate_remaining: r.get(7)?,
-            })
-        })
-        .map_err(sql("quota"))?;
-    rows.collect::<Result<_, _>>().map_err(sql("quota"))
 }
 
 fn ts(t: Option<DateTime<Utc>>) -> String {

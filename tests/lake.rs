@@ -9,9 +9,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use fdsync::emulator::PlanLimits;
+use fdsync::feeds::catalogue;
 use fdsync::lake::Lake;
 use fdsync::sink::SinkHandle;
-use fdsync::tables::TABLES;
 
 use crate::util::{Harness, TEST_KEY, repo};
 
@@ -196,7 +196,7 @@ async fn export_truth(sink: &SinkHandle, dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
     let dir = dir.to_owned();
     sink.call(move |s| {
-        for table in TABLES {
+        for table in catalogue() {
             let cols: Vec<String> = table
                 .all_columns()
                 .map(|c| match c.ty {
@@ -238,7 +238,7 @@ fn read_back_with(
     work: &Path,
     options: &[(&str, &str)],
 ) -> BTreeMap<String, serde_json::Value> {
-    let keys: BTreeMap<&str, &[&str]> = TABLES.iter().map(|t| (t.name, t.key)).collect();
+    let keys: BTreeMap<&str, &[&str]> = catalogue().map(|t| (t.name, t.key)).collect();
     let truths: Vec<String> = truths.iter().map(|p| p.display().to_string()).collect();
     let out = std::process::Command::new("python3")
         .arg(repo().join("tests/lake_readback.py"))

@@ -12,7 +12,7 @@ use std::process::{Output, Stdio};
 use fdsync::clock::Clock;
 use fdsync::config::Config;
 use fdsync::emulator::{Account, EmulatorConfig, Faults, PlanLimits, RunningEmulator};
-use fdsync::tables::TABLES;
+use fdsync::feeds::catalogue;
 use rand::{Rng, SeedableRng};
 
 use crate::util::{TEST_KEY, UNIVERSE, config_text, frozen_clock, spawn, start_time};
@@ -125,8 +125,7 @@ const CLIENT_CLOCK: &[(&str, &str)] = &[
 /// (lineage and client-clock columns left out).
 fn content(warehouse: &Path) -> BTreeMap<&'static str, (i64, String)> {
     let conn = read_only(warehouse);
-    TABLES
-        .iter()
+    catalogue()
         .filter(|t| t.lineage)
         .map(|t| {
             let cols: Vec<String> = t
@@ -158,8 +157,7 @@ fn read_only(warehouse: &Path) -> duckdb::Connection {
 /// Keys stored twice, per keyed table (none, whatever happened).
 fn duplicate_keys(warehouse: &Path) -> Vec<(&'static str, i64)> {
     let conn = read_only(warehouse);
-    TABLES
-        .iter()
+    catalogue()
         .filter(|t| !t.key.is_empty())
         .map(|t| {
             let key: Vec<String> = t.key.iter().map(|k| format!("\"{k}\"")).collect();
@@ -263,7 +261,7 @@ async fn lake_rows(lake: &Path) -> BTreeMap<String, i64> {
     let root = fdsync::lake::store::LakeRoot::open(&lake.display().to_string()).unwrap();
     let conn = duckdb::Connection::open_in_memory().unwrap();
     let mut rows = BTreeMap::new();
-    for table in TABLES.iter().filter(|t| t.lineage) {
+    for table in catalogue().filter(|t| t.lineage) {
         let Some(delta) = fdsync::lake::delta::open_existing(&root, table).await.unwrap() else {
             continue;
         };
@@ -709,7 +707,7 @@ async fn the_key_appears_nowhere() {
 
     let conn = read_only(&subject.warehouse());
     let mut tables = 0;
-    for table in TABLES {
+    for table in catalogue() {
         let sql = format!(
             "SELECT count(*) FROM \"{}\" AS t WHERE t::VARCHAR LIKE '%' || ? || '%'",
             table.name
@@ -778,9 +776,11 @@ mod garbage {
     use std::path::Path;
 
     use chrono::{DateTime, Utc};
-    use fdsync::records::{self, Rows};
+    use fdsync::feeds::events::read_item_text;
+    use fdsync::feeds::news::{self, NewsPage};
+    use fdsync::feeds::prices::{self, PricesPage};
+    use fdsync::records::Rows;
     use fdsync::upstream::ratelimit::{QuotaWindow, RateWindow, retry_after};
-    use fdsync::wire;
     use futures::StreamExt;
     use proptest::prelude::*;
     use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -838,11 +838,11 @@ mod garbage {
         #[test]
         fn news_items_are_mapped_or_quarantined(items in prop::collection::vec(json(), 0..8)) {
             let body = serde_json::json!({"items": items, "latestId": null, "nextCursor": null, "hasMore": false}).to_string();
-            let page: wire::NewsPage = serde_json::from_str(&body).unwrap();
+            let page: NewsPage = serde_json::from_str(&body).unwrap();
             let mut rows = rows();
             for raw in &page.items {
                 let quarantined = rows.quarantined.len();
-                if records::news_item(&mut rows, raw).is_none() {
+                if news::read_item(&mut rows, raw, None).is_none() {
                     prop_assert_eq!(rows.quarantined.len(), quarantined + 1, "{}", raw.get());
                 }
             }
@@ -852,17 +852,17 @@ mod garbage {
         /// Any bytes where a page is expected: a parse error or a page, never a panic.
         #[test]
         fn any_bytes_as_a_page_never_panic(body in prop::collection::vec(any::<u8>(), 0..256)) {
-            let _ = serde_json::from_slice::<wire::NewsPage>(&body);
-            let _ = serde_json::from_slice::<wire::PricesPage>(&body);
+            let _ = serde_json::from_slice::<NewsPage>(&body);
+            let _ = serde_json::from_slice::<PricesPage>(&body);
         }
 
         /// A price page whose bars are anything: mapped or quarantined.
         #[test]
         fn price_bars_are_mapped_or_quarantined(bars in prop::collection::vec(json(), 0..8), symbol in ".{0,6}") {
             let body = serde_json::json!({"symbol": symbol, "bars": bars}).to_string();
-            let page: wire::PricesPage = serde_json::from_str(&body).unwrap();
+            let page: PricesPage = serde_json::from_str(&body).unwrap();
             let mut rows = rows();
-            records::prices(&mut rows, &page, "0000320193");
+            prices::read(&mut rows, &page, "0000320193");
             prop_assert!(rows.row_count() + rows.quarantined.len() >= page.bars.len());
             prop_assert!(rows.into_batches().is_ok());
         }
@@ -872,7 +872,7 @@ mod garbage {
         #[test]
         fn item_texts_are_kept_verbatim(text in any::<String>()) {
             let mut rows = rows();
-            records::event_item_text(&mut rows, "0000320193-26-000001", "8.01", "0000320193", &text);
+            read_item_text(&mut rows, "0000320193-26-000001", "8.01", "0000320193", &text);
             let batches = rows.into_batches().unwrap();
             let batch = &batches[0].batch;
             let column = |name: &str| {
@@ -932,9 +932,9 @@ mod garbage {
             let mut rows = rows();
             for event in events.into_iter().flatten() {
                 if event.event == "items" {
-                    if let Ok(page) = serde_json::from_str::<wire::NewsPage>(&event.data) {
+                    if let Ok(page) = serde_json::from_str::<NewsPage>(&event.data) {
                         for raw in &page.items {
-                            let _ = records::news_item(&mut rows, raw);
+                            let _ = news::read_item(&mut rows, raw, None);
                         }
                     }
                 }

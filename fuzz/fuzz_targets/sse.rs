@@ -4,8 +4,8 @@
 #![no_main]
 
 use eventsource_stream::Eventsource;
-use fdsync::records::{self, Rows};
-use fdsync::wire;
+use fdsync::feeds::news::{self, NewsPage};
+use fdsync::records::Rows;
 use futures::StreamExt;
 use libfuzzer_sys::fuzz_target;
 
@@ -18,10 +18,10 @@ fuzz_target!(|input: &[u8]| {
     let mut rows = Rows::new("run-fuzz", "/api/v1/news/stream", chrono::DateTime::UNIX_EPOCH);
     for event in events.into_iter().flatten() {
         if event.event == "items"
-            && let Ok(page) = serde_json::from_str::<wire::NewsPage>(&event.data)
+            && let Ok(page) = serde_json::from_str::<NewsPage>(&event.data)
         {
             for raw in &page.items {
-                let _ = records::news_item(&mut rows, raw);
+                let _ = news::read_item(&mut rows, raw, None);
             }
         }
     }

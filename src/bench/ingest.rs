@@ -13,8 +13,9 @@ use std::time::Instant;
 use chrono::{DateTime, Duration, Utc};
 
 use super::{BENCH_KEY, BENCH_START, EmulatorProcess, child_report, memory_of, mib, tempfile_dir};
+use crate::feeds::news::{NewsItem, NewsPage};
+use crate::feeds::prices;
 use crate::sync::SyncError;
-use crate::wire;
 
 /// The tape's mean spacing (docs/emulator.md): one item every 45 seconds.
 const SECONDS_PER_ITEM: u64 = 45;
@@ -214,9 +215,9 @@ async fn child_baseline_news(
         tables.push("revisions_plain");
     }
     let (rows, seconds) = timed_append(warehouse, &create, &tables, &pages, |appenders, body, rows| {
-        let page: wire::NewsPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
+        let page: NewsPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
         for raw in &page.items {
-            let item: wire::NewsItem = serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
+            let item: NewsItem = serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
             let (items, revisions) = appenders.split_at_mut(1);
             let appended = append_news_item(&mut items[0], &item, raw.get()).and_then(|()| {
                 revisions.iter_mut().try_for_each(|revisions| {
@@ -239,7 +240,7 @@ async fn child_baseline_news(
 
 /// One news item as a row of the baseline's plain table, lists as JSON text
 /// (the plain Appender has no list values).
-fn append_news_item(appender: &mut duckdb::Appender<'_>, item: &wire::NewsItem, raw: &str) -> duckdb::Result<()> {
+fn append_news_item(appender: &mut duckdb::Appender<'_>, item: &NewsItem, raw: &str) -> duckdb::Result<()> {
     let source = item.source.as_ref();
     let list = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_default();
     appender.append_row(duckdb::params![
@@ -281,15 +282,8 @@ async fn child_fdsync_prices(
     let mut config = config.clone();
     config.universe.companies = generated_companies(companies);
     let mut pipelines = crate::pipeline::load_dir(&config.pipelines.dir, None)?;
-    pipelines.retain(|p| {
-        matches!(
-            p.records,
-            crate::pipeline::Records::Company | crate::pipeline::Records::Prices
-        )
-    });
-    let (resolve, prices): (Vec<_>, Vec<_>) = pipelines
-        .into_iter()
-        .partition(|p| p.records == crate::pipeline::Records::Company);
+    pipelines.retain(|p| p.resolves_universe() || std::ptr::eq(p.feed, &prices::FEED));
+    let (resolve, prices): (Vec<_>, Vec<_>) = pipelines.into_iter().partition(|p| p.resolves_universe());
     if prices.is_empty() {
         return Err(SyncError::Other(format!(
             "no prices pipeline in {}",
@@ -314,10 +308,10 @@ async fn child_baseline_prices(
 ) -> Result<IngestChildReport, SyncError> {
     let params = crate::pipeline::load_dir(&config.pipelines.dir, None)?
         .into_iter()
-        .find(|p| p.records == crate::pipeline::Records::Prices)
+        .find(|p| std::ptr::eq(p.feed, &prices::FEED))
         .map(|p| p.params)
         .unwrap_or_default();
-    let range = crate::planner::price_range(None, bench_start().date_naive(), &params);
+    let range = prices::price_range(None, bench_start().date_naive(), &params);
     let http = reqwest::Client::new();
     let fetch_started = Instant::now();
     let mut pages: Vec<(String, bytes::Bytes)> = Vec::new();
@@ -338,9 +332,9 @@ async fn child_baseline_prices(
             let [appender] = appenders else {
                 unreachable!("one table")
             };
-            let page: wire::PricesPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
+            let page: prices::PricesPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
             for raw in &page.bars {
-                let bar: wire::Bar = serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
+                let bar: prices::Bar = serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
                 let date = DateTime::from_timestamp_millis(bar.t).map(|d| d.date_naive());
                 appender
                     .append_row(duckdb::params![
@@ -430,8 +424,7 @@ fn page_shape(body: &[u8]) -> Result<(usize, Option<DateTime<Utc>>, Option<Strin
     struct Seen {
         first_seen_at: Option<DateTime<Utc>>,
     }
-    let page: wire::NewsPage =
-        serde_json::from_slice(body).map_err(|e| SyncError::Other(format!("baseline page: {e}")))?;
+    let page: NewsPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(format!("baseline page: {e}")))?;
     let oldest = page
         .items
         .iter()

@@ -271,7 +271,7 @@ fn paged_floors(conn: &duckdb::Connection, companies: u64, wire_days: i64) -> du
 /// pages of data the first sync found ([`PagedFloors`]), and one request per
 /// tape or company when nothing changed.
 fn minimum(pipeline: &crate::pipeline::Pipeline, sizes: &UniverseSizes, paged: &PagedFloors, first: bool) -> u64 {
-    use crate::pipeline::{FanOut, Records};
+    use crate::feeds::Fetch;
     let UniverseSizes {
         identifiers,
         companies,
@@ -279,20 +279,19 @@ fn minimum(pipeline: &crate::pipeline::Pipeline, sizes: &UniverseSizes, paged: &
         series,
     } = *sizes;
     let companies = companies as u64;
-    match (pipeline.fan_out, pipeline.records) {
-        (FanOut::Universe, Records::Company) if first => identifiers as u64,
-        (FanOut::Universe, Records::Company) => 0,
-        (_, Records::News) if first => paged.news,
-        (_, Records::CompanyNews) if first => paged.company_news,
-        (_, Records::EventsWire) if first => paged.events_wire,
-        (_, Records::EventTexts) if first => paged.event_texts,
-        (_, Records::EventTexts) => 0,
-        (_, Records::Filings) if first => companies + paged.filing_sections,
-        (_, Records::MonthlyRevenue) if !first => paged.revenue_mandates,
-        (FanOut::Universe, _) => companies,
-        (FanOut::Countries, _) => (countries + series) as u64,
-        (FanOut::None, _) => 1,
-        (FanOut::Parent, _) => 0,
+    match &pipeline.feed.fetch {
+        Fetch::Universe if first => identifiers as u64,
+        Fetch::Universe => 0,
+        Fetch::Cursor if first => paged.news,
+        Fetch::CompanyCursor if first => paged.company_news,
+        Fetch::OffsetWindows if first => paged.events_wire,
+        Fetch::ParentTexts { .. } if first => paged.event_texts,
+        Fetch::ParentTexts { .. } => 0,
+        Fetch::DocumentsAndSections if first => companies + paged.filing_sections,
+        Fetch::PerCompany(p) if p.absent_on_404 && !first => paged.revenue_mandates,
+        Fetch::PerCompany(_) | Fetch::CompanyCursor | Fetch::CompanyIndex | Fetch::DocumentsAndSections => companies,
+        Fetch::PerCountry => (countries + series) as u64,
+        Fetch::Single(_) | Fetch::Cursor | Fetch::OffsetWindows | Fetch::Layers => 1,
     }
 }
 
@@ -320,7 +319,7 @@ pub async fn count_requests(config: &crate::config::Config, universe: Vec<String
         crate::demo::local_syncer(&running, config.clone(), &dir.join("bench.duckdb"), clock).await?;
     let wire_days = pipelines
         .iter()
-        .find(|p| p.records == crate::pipeline::Records::EventsWire)
+        .find(|p| matches!(p.feed.fetch, crate::feeds::Fetch::OffsetWindows))
         .map_or(7, |p| i64::from(p.params.backfill_days.unwrap_or(7)));
     let sink = syncer.sink.clone();
     let mut runs = Vec::new();

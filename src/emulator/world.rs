@@ -6,9 +6,11 @@
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Timelike, Utc, Weekday};
 
-use crate::wire::{
-    self, Bar, CoverageDataType, CoverageMarket, DividendEvent, DividendSummary, IndexEntry, YieldPoint,
-};
+use crate::feeds::companies::Company;
+use crate::feeds::coverage::{CoverageDataType, CoverageMarket};
+use crate::feeds::dividends::{DividendEvent, DividendSummary, YieldPoint};
+use crate::feeds::indices::IndexEntry;
+use crate::feeds::prices::Bar;
 
 /// splitmix64: a small, well-mixed hash for deterministic pseudo-randomness.
 fn mix(mut x: u64) -> u64 {
@@ -74,8 +76,8 @@ pub struct CompanyProfile {
 }
 
 impl CompanyProfile {
-    pub fn payload(&self) -> wire::Company {
-        wire::Company {
+    pub fn payload(&self) -> Company {
+        Company {
             cik: self.cik.clone(),
             symbol: Some(self.symbol.clone()),
             name: Some(self.name.clone()),

@@ -27,8 +27,10 @@ use tokio::io::AsyncWriteExt;
 use self::delta::{Change, LiveFile, NewFile};
 use self::rewrite::Kind;
 use self::store::LakeRoot;
+use crate::bookkeeping::SYNC_RUNS;
+use crate::feeds;
 use crate::sink::{Checkpoint, Commit, SinkError, SinkHandle};
-use crate::tables::{self, TABLES, TableDef};
+use crate::tables::TableDef;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LakeError {
@@ -158,10 +160,9 @@ impl Lake {
         let started = Instant::now();
         let app_id = writer_app_id(sink).await?;
         let mut report = PublishReport::default();
-        let runs_last = TABLES
-            .iter()
-            .filter(|t| t.name != tables::SYNC_RUNS.name)
-            .chain(std::iter::once(&tables::SYNC_RUNS));
+        let runs_last = feeds::catalogue()
+            .filter(|t| t.name != SYNC_RUNS.name)
+            .chain(std::iter::once(&SYNC_RUNS));
         for table in runs_last {
             if let Some(done) = self.publish_table(sink, table, &app_id).await? {
                 report.tables.push(done);
@@ -318,7 +319,7 @@ impl Lake {
     /// When the lake cannot be read or written; tables compacted before stay so.
     pub async fn compact(&self, min_files: usize) -> Result<Vec<TableCompacted>, LakeError> {
         let mut done = Vec::new();
-        for table in TABLES {
+        for table in feeds::catalogue() {
             match self.compact_table(table, min_files.max(2)).await {
                 Ok(Some(t)) => done.push(t),
                 Ok(None) => {}
@@ -390,7 +391,7 @@ impl Lake {
     /// When a table cannot be read or a file deleted.
     pub async fn vacuum(&self, retain: chrono::Duration, dry_run: bool) -> Result<Vec<TableVacuumed>, LakeError> {
         let mut done = Vec::new();
-        for table in TABLES {
+        for table in feeds::catalogue() {
             let Some(delta) = delta::open_existing(&self.root, table).await? else {
                 continue;
             };

@@ -14,30 +14,6 @@ use url::Url;
 
 use super::LakeError;
 
-const SCHEMES: &[&str] = &["file", "s3", "s3a", "gs", "az", "abfs", "abfss"];
-
-/// Whether `parquet_dir` names a place the lake can be, without connecting.
-///
-/// # Errors
-/// What is wrong with it, for the configuration error.
-pub fn check_location(parquet_dir: &str) -> Result<(), String> {
-    if parquet_dir.trim().is_empty() {
-        return Err("empty; give a folder or a file://, s3://, gs:// or az:// URL".into());
-    }
-    match Url::parse(parquet_dir) {
-        Ok(url) if url.scheme().len() > 1 && !SCHEMES.contains(&url.scheme()) => Err(format!(
-            "unsupported scheme {}://; use a local path, file://, s3://, gs:// or az://",
-            url.scheme()
-        )),
-        Ok(url) if url.scheme() != "file" && url.host_str().unwrap_or("").is_empty() => Err(format!(
-            "{}:// needs a bucket or container, as in {}://bucket/prefix",
-            url.scheme(),
-            url.scheme()
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// The lake's root: every table is a Delta table in a folder below it.
 #[derive(Clone)]
 pub struct LakeRoot {
@@ -86,7 +62,7 @@ impl LakeRoot {
             location: parquet_dir.to_owned(),
             message,
         };
-        check_location(parquet_dir).map_err(&bad)?;
+        crate::config::check_lake_location(parquet_dir).map_err(&bad)?;
         let url = match Url::parse(parquet_dir) {
             Ok(url) if url.scheme().len() > 1 => url,
             // A bare path, or a Windows drive letter parsed as a scheme.

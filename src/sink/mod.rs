@@ -6,16 +6,14 @@
 
 pub mod duckdb;
 pub mod lock;
+pub mod policy;
 
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use arrow::record_batch::RecordBatch;
-
-use crate::tables::TableDef;
-
 pub use self::duckdb::DuckDbSink;
+pub use crate::batch::TableBatch;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
@@ -44,11 +42,8 @@ pub enum SinkError {
          resumes from the last one"
     )]
     DiskFull { path: PathBuf, message: String },
-    #[error("building a batch for {table}: {source}")]
-    Batch {
-        table: String,
-        source: arrow::error::ArrowError,
-    },
+    #[error(transparent)]
+    Batch(#[from] crate::batch::BatchError),
     #[error("the warehouse writer stopped")]
     Closed,
     #[error(transparent)]
@@ -58,73 +53,6 @@ pub enum SinkError {
          nothing is lost: the run resumes from its last commit"
     )]
     Reopen { path: PathBuf, message: String },
-}
-
-/// The error for an Arrow failure while shaping `table`'s rows.
-pub(crate) fn batch_err(table: &str) -> impl FnOnce(arrow::error::ArrowError) -> SinkError + '_ {
-    move |source| SinkError::Batch {
-        table: table.to_owned(),
-        source,
-    }
-}
-
-/// One table's rows, ready to load.
-#[derive(Debug)]
-pub struct TableBatch {
-    pub table: &'static TableDef,
-    pub batch: RecordBatch,
-    /// [`LoadRule::Replace`](crate::tables::LoadRule::Replace): the partitions
-    /// this batch holds in full, even those it holds no row of.
-    pub partitions: Vec<String>,
-}
-
-impl TableBatch {
-    /// Finishes a builder into a batch for its table.
-    ///
-    /// # Errors
-    /// When a row was misshapen (a bug in a record mapper), named with the table.
-    pub fn build(builder: crate::batch::BatchBuilder) -> Result<TableBatch, SinkError> {
-        let table = builder.table();
-        let batch = builder.finish().map_err(batch_err(table.name))?;
-        Ok(TableBatch {
-            table,
-            batch,
-            partitions: Vec::new(),
-        })
-    }
-
-    /// One batch per table, in the order tables first appear, rows in their
-    /// order: a commit of several pages then merges each table once, since
-    /// DuckDB plans every statement anew and the planning, not the rows,
-    /// is most of a small merge's cost.
-    ///
-    /// # Errors
-    /// When two batches of one table differ in schema (a bug in a mapper).
-    pub fn coalesce(batches: Vec<TableBatch>) -> Result<Vec<TableBatch>, SinkError> {
-        let mut by_table: Vec<(TableBatch, Vec<RecordBatch>)> = Vec::new();
-        for b in batches {
-            match by_table.iter_mut().find(|(first, _)| first.table.name == b.table.name) {
-                Some((first, more)) => {
-                    first.partitions.extend(b.partitions);
-                    more.push(b.batch);
-                }
-                None => by_table.push((b, Vec::new())),
-            }
-        }
-        by_table
-            .into_iter()
-            .map(|(mut first, more)| {
-                if !more.is_empty() {
-                    let schema = first.batch.schema();
-                    let all = std::iter::once(&first.batch).chain(more.iter());
-                    first.batch = arrow::compute::concat_batches(&schema, all).map_err(batch_err(first.table.name))?;
-                    first.partitions.sort();
-                    first.partitions.dedup();
-                }
-                Ok(first)
-            })
-            .collect()
-    }
 }
 
 /// A pipeline's position in one partition (a company, a feed), saved with its rows.
@@ -281,7 +209,7 @@ impl SinkHandle {
 
     pub async fn commit(&self, commit: Commit) -> Result<CommitStats, SinkError> {
         let stats = self.call(move |sink| sink.commit(commit)).await??;
-        crate::metrics::rows_written(&stats);
+        crate::metrics::rows_written(stats.rows_written, &stats.per_table);
         Ok(stats)
     }
 
@@ -289,7 +217,7 @@ impl SinkHandle {
     /// ([`DuckDbSink::commit_held`]); [`SinkHandle::commit_held_now`] ends the wait.
     pub async fn commit_held(&self, commit: Commit) -> Result<CommitStats, SinkError> {
         let stats = self.call(move |sink| sink.commit_held(commit)).await??;
-        crate::metrics::rows_written(&stats);
+        crate::metrics::rows_written(stats.rows_written, &stats.per_table);
         Ok(stats)
     }
 

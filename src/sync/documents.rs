@@ -8,12 +8,12 @@ use futures::StreamExt;
 use serde_json::value::RawValue;
 
 use super::{FetchedTx, Member, Progress, SyncError, Syncer, found, goes_on, send_fetched, upstream_error};
+use crate::feeds::filings::{self, FilingNotesPage};
+use crate::feeds::geo::{self, GeoCountriesPage, GeoLayersPage};
 use crate::pipeline::Pipeline;
-use crate::records::{self, Rows};
+use crate::records::Rows;
 use crate::sink::Checkpoint;
-use crate::sink::duckdb::string_list;
 use crate::upstream::{Access, encode};
-use crate::wire;
 
 /// Stored section texts by company: (accession, section key).
 type StoredSections = HashMap<String, HashSet<(String, String)>>;
@@ -46,7 +46,7 @@ impl Syncer {
             since,
             stored: &stored,
         };
-        self.commit_as_fetched(run_id, progress, super::COMMIT_GROUP, |done| async move {
+        self.commit_as_fetched(run_id, progress, self.policy().group, |done| async move {
             let mut noted = Progress::default();
             for member in members {
                 let step = self.company_filings(pipeline, run_id, &member, &wanted, &mut noted, &done);
@@ -74,9 +74,9 @@ impl Syncer {
         let fetched = self
             .client
             .get(&route, Access::Key, |body| {
-                let page: wire::FilingNotesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let page: FilingNotesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
                 let mut rows = Rows::new(run_id, &route, self.clock.now());
-                let filings = records::filings(&mut rows, &page, &member.key);
+                let filings = filings::read(&mut rows, &page, &member.key);
                 Ok((rows, filings))
             })
             .await;
@@ -120,13 +120,13 @@ impl Syncer {
                     .get(&route, Access::Key, |body| {
                         let raw: &RawValue = serde_json::from_slice(body).map_err(|e| e.to_string())?;
                         let mut rows = Rows::new(run_id, &route, self.clock.now());
-                        records::filing_section(&mut rows, raw, &company, &accession, &section);
+                        filings::read_section(&mut rows, raw, &company, &accession, &section);
                         Ok(rows)
                     })
                     .await
             }
         });
-        // Collected first: see `run_fan_out`.
+        // Collected first: see `run_per_company`.
         let mut results = futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
         while let Some(fetched) = results.next().await {
             if let Some(rows) = found(fetched, progress)?
@@ -147,23 +147,7 @@ impl Syncer {
             return Ok(StoredSections::new());
         }
         let keys: Vec<String> = members.iter().map(|m| m.key.clone()).collect();
-        let sql = format!(
-            "SELECT s.company_key, s.accession, s.section_key FROM filing_sections s
-             LEFT JOIN filings f ON f.accession = s.accession
-             WHERE s.company_key IN ({}) AND (f.filed_at IS NULL OR f.filed_at >= ?::DATE)",
-            string_list(&keys)
-        );
-        let rows: Vec<(String, String, String)> = self
-            .sink
-            .call(move |s| {
-                s.rows(
-                    ("filing_sections", "listing stored sections"),
-                    &sql,
-                    &since.to_string(),
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-            })
-            .await??;
+        let rows = self.sink.call(move |s| s.stored_sections(&keys, since)).await??;
         let mut stored = StoredSections::new();
         for (company, accession, section) in rows {
             stored.entry(company).or_default().insert((accession, section));
@@ -184,7 +168,7 @@ impl Syncer {
         let known: Vec<String> = self
             .client
             .get(&layers_route, Access::Key, |body| {
-                let page: wire::GeoLayersPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let page: GeoLayersPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
                 Ok(page.layers.into_iter().map(|l| l.code).collect())
             })
             .await
@@ -211,9 +195,9 @@ impl Syncer {
         let rows = self
             .client
             .get(&route, Access::Key, |body| {
-                let page: wire::GeoCountriesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let page: GeoCountriesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
                 let mut rows = Rows::new(run_id, &route, self.clock.now());
-                records::geo_country_counts(&mut rows, &page, day);
+                geo::read_counts(&mut rows, &page, day);
                 Ok(rows)
             })
             .await

@@ -8,12 +8,11 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::{Member, Progress, SyncError, Syncer, found, send_fetched, upstream_error};
+use crate::feeds::events::{self as feed, EventEntry, EventsPage};
 use crate::pipeline::Pipeline;
-use crate::records::{self, Rows};
+use crate::records::Rows;
 use crate::sink::Checkpoint;
-use crate::sink::duckdb::{sql_err, string_list};
 use crate::upstream::{Access, UpstreamError, encode};
-use crate::wire;
 
 /// How far back a stored event whose headline is still gated pulls the wire's
 /// next window: the gate passes within hours.
@@ -57,18 +56,7 @@ impl Syncer {
             .and_then(|c| c.cursor.parse::<NaiveDate>().ok())
             .map_or(horizon, |done| done - Duration::days(1));
         let lookback = today - Duration::days(GATED_LOOKBACK_DAYS);
-        let gated: Option<NaiveDate> = self
-            .sink
-            .call(move |s| {
-                s.connection()
-                    .query_row(
-                        "SELECT min(filing_date) FROM events WHERE headline IS NULL AND filing_date >= ?",
-                        [lookback.to_string()],
-                        |r| r.get(0),
-                    )
-                    .map_err(sql_err("events", "finding gated headlines"))
-            })
-            .await??;
+        let gated = self.sink.call(move |s| s.earliest_gated_filing(lookback)).await??;
         if let Some(g) = gated {
             start = start.min(g);
         }
@@ -87,10 +75,10 @@ impl Syncer {
                     let fetched = self
                         .client
                         .get(&route, Access::Key, |body| {
-                            let page: wire::EventsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                            let page: EventsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
                             let mut rows = Rows::new(run_id, &route, self.clock.now());
                             for raw in &page.events {
-                                records::event(&mut rows, raw, None, None);
+                                feed::read(&mut rows, raw, None, None);
                             }
                             Ok(WirePage {
                                 rows,
@@ -149,7 +137,7 @@ impl Syncer {
             .collect();
         let limits = self.index_limits(&known, gated_since).await?;
         let (known, limits) = (&known, &limits);
-        self.commit_as_fetched(run_id, progress, super::COMMIT_GROUP, |done| async move {
+        self.commit_as_fetched(run_id, progress, self.policy().group, |done| async move {
             let mut noted = Progress::default();
             for member in members {
                 let (known, limit) = (known.get(&member.key).cloned(), limits.get(&member.key).copied());
@@ -224,12 +212,12 @@ impl Syncer {
     ) -> Result<crate::upstream::Fetched<IndexPage>, UpstreamError> {
         self.client
             .get(route, Access::Key, |body| {
-                let page: wire::EventsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let page: EventsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
                 let mut rows = Rows::new(run_id, route, self.clock.now());
                 let entries = page
                     .events
                     .iter()
-                    .filter_map(|raw| records::event(&mut rows, raw, Some(company_key), page.symbol.as_deref()))
+                    .filter_map(|raw| feed::read(&mut rows, raw, Some(company_key), page.symbol.as_deref()))
                     .collect();
                 Ok(IndexPage { rows, entries })
             })
@@ -249,36 +237,13 @@ impl Syncer {
         if known.is_empty() {
             return Ok(HashMap::new());
         }
-        let cursors: Vec<String> = known
+        let anchors: Vec<(String, String)> = known
             .iter()
-            .map(|(company, c)| format!("({})", string_list(&[company.clone(), c.accession.clone()])))
+            .map(|(company, c)| (company.clone(), c.accession.clone()))
             .collect();
-        let sql = format!(
-            "WITH cursors(company_key, accession) AS (VALUES {}),
-             gated AS (
-                SELECT company_key, min(accepted_at) AS accepted_at FROM events
-                WHERE headline IS NULL AND accepted_at >= ?::TIMESTAMPTZ
-                  AND company_key IN (SELECT company_key FROM cursors)
-                GROUP BY company_key),
-             anchors AS (
-                SELECT c.company_key, least(seen.accepted_at, gated.accepted_at) AS accepted_at
-                FROM cursors c
-                LEFT JOIN events seen ON seen.accession = c.accession
-                LEFT JOIN gated ON gated.company_key = c.company_key)
-             SELECT a.company_key, count(e.accession) FROM anchors a
-             LEFT JOIN events e ON e.company_key = a.company_key
-                AND e.accepted_at >= coalesce(a.accepted_at, '-infinity'::TIMESTAMPTZ)
-             GROUP BY a.company_key",
-            cursors.join(", ")
-        );
-        let since = gated_since.to_rfc3339();
-        let counts: Vec<(String, i64)> = self
+        let counts = self
             .sink
-            .call(move |s| {
-                s.rows(("events", "sizing the index requests"), &sql, &since, |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
-            })
+            .call(move |s| s.events_since_anchors(&anchors, gated_since))
             .await??;
         Ok(counts
             .into_iter()
@@ -297,30 +262,7 @@ impl Syncer {
     ) -> Result<(), SyncError> {
         let since = self.clock.now().date_naive() - Duration::days(i64::from(pipeline.params.text_days.unwrap_or(30)));
         let keys: Vec<String> = members.into_iter().map(|m| m.key).collect();
-        let missing: Vec<(String, String, String)> = self
-            .sink
-            .call(move |s| {
-                if keys.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let sql = format!(
-                    "WITH wanted AS (
-                        SELECT company_key, accession,
-                               unnest(CASE WHEN len(items) = 0 THEN ['']::VARCHAR[] ELSE items END) AS item
-                        FROM events WHERE company_key IN ({}) AND filing_date >= ?)
-                     SELECT w.company_key, w.accession, w.item FROM wanted w
-                     ANTI JOIN event_item_texts t ON t.accession = w.accession AND t.item = w.item
-                     ORDER BY w.accession, w.item",
-                    string_list(&keys)
-                );
-                s.rows(
-                    ("event_item_texts", "listing missing texts"),
-                    &sql,
-                    &since.to_string(),
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-            })
-            .await??;
+        let missing = self.sink.call(move |s| s.missing_item_texts(&keys, since)).await??;
         let fetches = missing.into_iter().map(|(company, accession, item)| {
             let path = pipeline
                 .route
@@ -350,7 +292,7 @@ impl Syncer {
                         Ok(f) => {
                             rows.route = route;
                             match f.value {
-                                Ok(text) => records::event_item_text(&mut rows, &accession, &item, &company, &text),
+                                Ok(text) => feed::read_item_text(&mut rows, &accession, &item, &company, &text),
                                 Err((lossy, why)) => rows.quarantine(&lossy, format!("item text is not UTF-8: {why}")),
                             }
                         }
@@ -371,7 +313,7 @@ impl Syncer {
                 (rows, listed, problems, Ok(()))
             }
         });
-        // Collected first: see `run_fan_out`.
+        // Collected first: see `run_per_company`.
         let mut results = futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
         while let Some((rows, listed, problems, result)) = results.next().await {
             if !listed.is_empty() {
@@ -405,5 +347,5 @@ impl Syncer {
 
 struct IndexPage {
     rows: Rows,
-    entries: Vec<wire::EventEntry>,
+    entries: Vec<EventEntry>,
 }

@@ -9,16 +9,16 @@ use futures::StreamExt;
 use serde_json::value::RawValue;
 
 use super::{FetchedTx, Progress, SyncError, Syncer, found, goes_on, send_fetched, upstream_error};
+use crate::feeds::macro_series::{self as feed, CountryPage, SeriesPage, SeriesRef};
 use crate::pipeline::Pipeline;
 use crate::planner;
-use crate::records::{self, Rows};
+use crate::records::Rows;
 use crate::sink::{Checkpoint, StoredCheckpoint};
 use crate::upstream::{Access, UpstreamError, encode};
-use crate::wire;
 
 /// One series of one country, as the country route listed it.
 struct SeriesEntry {
-    entry: wire::SeriesRef,
+    entry: SeriesRef,
     raw: Box<RawValue>,
 }
 
@@ -36,7 +36,7 @@ impl Syncer {
             .expect("validated when the pipeline was loaded");
         let checkpoints = self.checkpoints_of(pipeline).await?;
         let (series_route, checkpoints) = (&series_route, &checkpoints);
-        self.commit_as_fetched(run_id, progress, super::COMMIT_GROUP, |done| async move {
+        self.commit_as_fetched(run_id, progress, self.policy().group, |done| async move {
             let mut noted = Progress::default();
             for country in &self.config.universe.countries {
                 let step = self.country_series(pipeline, run_id, country, series_route, checkpoints, &mut noted, &done);
@@ -67,11 +67,11 @@ impl Syncer {
         let listed = self
             .client
             .get(&route, Access::Key, |body| {
-                let page: wire::CountryPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let page: CountryPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
                 let mut entries = Vec::new();
                 let mut bad = Vec::new();
                 for raw in page.macro_series {
-                    match serde_json::from_str::<wire::SeriesRef>(raw.get()) {
+                    match serde_json::from_str::<SeriesRef>(raw.get()) {
                         Ok(entry) if is_series_key(&entry.key) => entries.push(SeriesEntry {
                             entry,
                             raw: raw.to_owned(),
@@ -117,17 +117,17 @@ impl Syncer {
                 let fetched = self
                     .client
                     .get(&route, Access::Key, |body| {
-                        let page: wire::SeriesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                        let page: SeriesPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
                         let mut rows = Rows::new(run_id, &route, self.clock.now());
-                        records::macro_series(&mut rows, country, &raw, &entry, &page);
-                        let newest_vintage = records::macro_observations(&mut rows, country, &entry.key, &page);
+                        feed::read_series(&mut rows, country, &raw, &entry, &page);
+                        let newest_vintage = feed::read_observations(&mut rows, country, &entry.key, &page);
                         Ok((rows, newest_vintage))
                     })
                     .await;
                 (entry.key, fetched)
             }
         });
-        // Collected first: see `run_fan_out`.
+        // Collected first: see `run_per_company`.
         let mut results = futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
         while let Some((key, fetched)) = results.next().await {
             let Some((rows, newest_vintage)) = found(fetched, progress)? else {

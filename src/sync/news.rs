@@ -9,11 +9,11 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::{FetchedTx, Member, Progress, SyncError, Syncer, goes_on, send_fetched, unless_cancelled, upstream_error};
+use crate::feeds::news::{self as feed, NewsItemSeen, NewsPage};
 use crate::pipeline::Pipeline;
-use crate::records::{self, Rows};
+use crate::records::{NewsSourcesMade, Rows};
 use crate::sink::{Checkpoint, StoredCheckpoint};
 use crate::upstream::{Access, UpstreamError, encode};
-use crate::wire;
 
 /// Where one tape stands, saved as the checkpoint's cursor (JSON).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -64,7 +64,7 @@ struct Tape<'a> {
     /// For a company's feed: the company, for `news_company_items`.
     company_key: Option<String>,
     /// The sources this run's pages of the tape already carried.
-    sources_made: records::NewsSourcesMade,
+    sources_made: NewsSourcesMade,
 }
 
 impl Syncer {
@@ -80,14 +80,14 @@ impl Syncer {
             route: pipeline.route.clone(),
             partition: String::new(),
             company_key: None,
-            sources_made: records::NewsSourcesMade::default(),
+            sources_made: NewsSourcesMade::default(),
         };
         // The poll keeps its own forward position even while the live stream
         // runs ahead: skipping to the stream's would save no request (one
         // page answers either way) and could skip what arrived before the
         // stream first connected.
         let cursor = TapeCursor::read(checkpoints.get(""), "");
-        self.commit_as_fetched(run_id, progress, self.page_group(), |done| async move {
+        self.commit_as_fetched(run_id, progress, self.policy().page_group, |done| async move {
             let mut noted = Progress::default();
             let read = self.sync_tape(&tape, run_id, cursor, &mut noted, &done).await;
             goes_on(&done, read).await;
@@ -109,7 +109,7 @@ impl Syncer {
         // Each company's pages go in order; companies share the rate budget,
         // and the pages of several companies that arrive while a commit runs
         // commit together.
-        self.commit_as_fetched(run_id, progress, self.page_group(), |done| async move {
+        self.commit_as_fetched(run_id, progress, self.policy().page_group, |done| async move {
             let mut noted = Progress::default();
             let done = &done;
             let tapes = members.into_iter().map(|m| {
@@ -118,7 +118,7 @@ impl Syncer {
                     route: pipeline.route.replace("{company}", &encode(&m.key)),
                     partition: m.key.clone(),
                     company_key: Some(m.key),
-                    sources_made: records::NewsSourcesMade::default(),
+                    sources_made: NewsSourcesMade::default(),
                 };
                 let cursor = TapeCursor::read(checkpoints.get(&tape.partition), &tape.partition);
                 async move {
@@ -127,7 +127,7 @@ impl Syncer {
                     (own, result)
                 }
             });
-            // Collected first: see `run_fan_out`.
+            // Collected first: see `run_per_company`.
             let mut results = futures::stream::iter(tapes.collect::<Vec<_>>()).buffer_unordered(concurrency);
             while let Some((own, result)) = results.next().await {
                 noted.absorb(own);
@@ -239,7 +239,7 @@ impl Syncer {
         let fetched = self
             .client
             .get(route, Access::Key, |body| {
-                let page: wire::NewsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                let page: NewsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
                 // A page is in arrival order (the wire contract: ids sort in
                 // arrival order, a page back newest first), so its oldest item
                 // is at one end; both ends are read, whichever order a server
@@ -247,7 +247,7 @@ impl Syncer {
                 // chain's time. An end item whose `firstSeenAt` does not
                 // parse (quarantined by the mapping) gives way to its neighbour.
                 let seen = |raw: &&serde_json::value::RawValue| {
-                    serde_json::from_str::<wire::NewsItemSeen>(raw.get())
+                    serde_json::from_str::<NewsItemSeen>(raw.get())
                         .ok()
                         .and_then(|seen| seen.first_seen_at)
                 };
@@ -311,7 +311,7 @@ type PendingPage = (tokio::task::JoinHandle<Rows>, Checkpoint);
 /// company's feed which company served each item.
 fn map_news_page(body: bytes::Bytes, mut rows: Rows, company_key: Option<String>) -> tokio::task::JoinHandle<Rows> {
     tokio::task::spawn_blocking(move || {
-        let page: wire::NewsPage = match serde_json::from_slice(&body) {
+        let page: NewsPage = match serde_json::from_slice(&body) {
             Ok(page) => page,
             // Read once already; kept rather than lost should it ever fail.
             Err(e) => {
@@ -320,17 +320,7 @@ fn map_news_page(body: bytes::Bytes, mut rows: Rows, company_key: Option<String>
             }
         };
         for raw in &page.items {
-            let Some(seen) = records::news_item(&mut rows, raw) else {
-                continue;
-            };
-            if let Some(company) = &company_key {
-                rows.table("news_company_items")
-                    .row()
-                    .text(Some(company))
-                    .text(Some(&seen.id))
-                    .timestamp(seen.first_seen_at)
-                    .end_bare();
-            }
+            feed::read_item(&mut rows, raw, company_key.as_deref());
         }
         rows
     })

@@ -13,10 +13,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::news::{STREAM_PARTITION, TapeCursor};
 use super::{PipelineOutcome, Progress, RunStatus, SyncError, Syncer, upstream_error};
+use crate::feeds::news::{self as feed, NewsPage};
 use crate::pipeline::Pipeline;
-use crate::records::{self, Rows};
+use crate::records::Rows;
 use crate::upstream::{UpstreamError, encode};
-use crate::wire;
 
 /// Frames read ahead while a commit runs, at most (each holds up to 200 items).
 const MAX_FRAMES_PER_COMMIT: usize = 50;
@@ -286,7 +286,7 @@ impl Syncer {
         let mut taken = 0;
         let mut bad = None;
         for data in frames {
-            let page: wire::NewsPage = match serde_json::from_str(data) {
+            let page: NewsPage = match serde_json::from_str(data) {
                 Ok(page) => page,
                 Err(e) => {
                     bad = Some(format!("a frame did not parse: {e}"));
@@ -294,7 +294,7 @@ impl Syncer {
                 }
             };
             for raw in &page.items {
-                let Some(seen) = records::news_item(&mut rows, raw) else {
+                let Some(seen) = feed::read_item(&mut rows, raw, None) else {
                     continue;
                 };
                 if seen.rewritten {

@@ -645,7 +645,4 @@ fn without_url(e: &reqwest::Error) -> String {
     }
 }
 
-/// Percent-encodes one path segment or query value.
-pub fn encode(s: &str) -> String {
-    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
-}
+pub use crate::wire::encode;

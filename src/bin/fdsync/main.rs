@@ -1,0 +1,209 @@
+//! The `fdsync` command: parses flags, sets up logging and dispatches to one
+//! module per command. Exit codes follow the operator contract.
+
+#![forbid(unsafe_code)]
+
+mod bench;
+mod common;
+mod emulator;
+mod lake;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use fdsync::config::{Config, ConfigError};
+use fdsync::sync::SyncError;
+
+/// Mirror a financial disclosure data API into DuckDB, incrementally and within quota.
+///
+/// Start with `fdsync demo`: it runs everything against the built-in emulator.
+#[derive(Parser)]
+#[command(name = "fdsync", version, about, long_about = None)]
+struct Cli {
+    /// Configuration file (TOML). Every key can be overridden as FDSYNC_<SECTION>__<KEY>.
+    #[arg(long, global = true, default_value = "config/fdsync.toml")]
+    config: PathBuf,
+    /// Log line format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// More log detail (-v debug, -vv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Only warnings and errors.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run pipelines once from their checkpoints, then exit (for cron, systemd timers, CronJobs).
+    ///
+    /// Exit codes: 0 all finished; 1 a pipeline failed; 2 usage, configuration or
+    /// API-key error; 75 the quota ran out (checkpoints saved, rerun later).
+    ///
+    /// Example: FDSYNC_API_KEY=pk_live_... fdsync sync --once --pipeline prices
+    Sync {
+        /// Run once and exit (the only mode of `sync`; `fdsync daemon` schedules).
+        #[arg(long, required = true)]
+        once: bool,
+        /// Run only this pipeline (repeatable); default every enabled pipeline.
+        #[arg(long = "pipeline", value_name = "NAME")]
+        pipelines: Vec<String>,
+        /// Send at most N requests (retries included). When they are spent the run
+        /// stops at a commit boundary, exits 0, and lists the pipelines it deferred;
+        /// the next run resumes from the checkpoints, stalest companies first.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        max_requests: Option<u64>,
+    },
+    /// Run every pipeline on its cron schedule and keep the live news stream
+    /// connected, until SIGTERM or SIGINT (then exit 0 with every commit whole).
+    ///
+    /// A pipeline whose schedule fired since its last run (or that never ran)
+    /// runs at once; pipelines run one at a time. Prometheus metrics and a
+    /// health check are served on [daemon] metrics_addr (default
+    /// 127.0.0.1:9464: /metrics, /healthz). See docs/operations.md.
+    ///
+    /// Example: FDSYNC_API_KEY=pk_live_... fdsync daemon --config /etc/fdsync/fdsync.toml
+    Daemon {
+        /// Schedule only these pipelines (repeatable); default every enabled one.
+        #[arg(long = "pipeline", value_name = "NAME")]
+        pipelines: Vec<String>,
+        /// Do not keep the live news stream connected (the scheduled poll still runs).
+        #[arg(long)]
+        no_stream: bool,
+        /// Serve metrics here instead of [daemon] metrics_addr ("off": none).
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<String>,
+    },
+    /// Only the live news stream: commit every frame as it comes, reconnecting
+    /// forever from the last commit, until SIGTERM or SIGINT (exit 0).
+    ///
+    /// Example: FDSYNC_API_KEY=pk_live_... fdsync stream
+    Stream {
+        /// The pipeline whose stream to follow (it needs params.stream_route).
+        #[arg(long, default_value = "news")]
+        pipeline: String,
+    },
+    /// Per pipeline: last run, status, rows, checkpoint, freshness, next run;
+    /// and the quota the service reported last. Reads the warehouse without
+    /// writing; works while the daemon runs.
+    ///
+    /// Example: fdsync status --json | jq '.pipelines[] | {pipeline, freshness_secs}'
+    Status {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The lake at [warehouse] parquet_dir: Delta Lake tables of Parquet files
+    /// that Spark, Trino, DuckDB and BI tools read (see docs/lake.md).
+    #[command(subcommand)]
+    Lake(lake::LakeCommand),
+    /// Start the emulator, sync everything into a fresh local DuckDB, and show example queries.
+    Demo {
+        /// Where the demo warehouse is written (replaced on every run).
+        #[arg(long, default_value = "data/demo.duckdb")]
+        warehouse: PathBuf,
+    },
+    /// Measure fdsync against a baseline taken in the same run (see BENCHMARKS.md).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Serve the upstream API from local synthetic data (loopback by default).
+    ///
+    /// Built-in keys: pk_live_emulator_free_0001 (Free plan: 30/min, 250/day) and
+    /// pk_live_emulator_build_0001 (Build: 300/min, 100,000/month).
+    ///
+    /// Example: fdsync emulator --addr 127.0.0.1:8080 --key pk_live_mine=scale:60:5000
+    Emulator(emulator::EmulatorArgs),
+}
+
+fn init_logging(cli: &Cli) {
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "warn",
+        (false, 0) => "info",
+        (false, 1) => "debug",
+        _ => "trace",
+    };
+    // Dependencies stay at info: their trace output would be noise, not ours to
+    // show. The Delta libraries log every table snapshot at info, and a table
+    // not yet created as an error; what matters reaches us as their results.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FDSYNC_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!(
+            "info,buoyant_kernel=off,buoyant_kernel_engine=off,deltalake_core=warn,fdsync={level}"
+        ))
+    });
+    fdsync::progress::init(matches!(cli.log_format, LogFormat::Text) && !cli.quiet);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(fdsync::progress::LogWriter);
+    match cli.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            match e.downcast_ref::<SyncError>() {
+                Some(e) => eprintln!("error: {e}"),
+                None => eprintln!("error: {e:#}"),
+            }
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+/// The operator contract's exit code for an error: what the library says
+/// for its own, 2 for configuration, 1 for anything else.
+fn exit_code(e: &anyhow::Error) -> u8 {
+    if let Some(e) = e.downcast_ref::<SyncError>() {
+        e.exit_code()
+    } else if e.downcast_ref::<ConfigError>().is_some() {
+        2
+    } else {
+        1
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    let config = || Config::load(&cli.config).map_err(SyncError::from);
+    match cli.command {
+        Command::Sync {
+            once: _,
+            pipelines,
+            max_requests,
+        } => run::sync_once(config()?, pipelines, max_requests).await,
+        Command::Daemon {
+            pipelines,
+            no_stream,
+            metrics_addr,
+        } => run::daemon(config()?, pipelines, no_stream, metrics_addr).await,
+        Command::Stream { pipeline } => run::stream(config()?, pipeline).await,
+        Command::Status { json } => run::status(&config()?, json),
+        Command::Lake(command) => lake::run(&config()?, command).await,
+        Command::Demo { warehouse } => Ok(fdsync::demo::run(config()?, &warehouse, &mut std::io::stdout()).await?),
+        Command::Bench(command) => bench::run(&cli.config, command).await,
+        Command::Emulator(args) => emulator::run(args).await,
+    }
+}

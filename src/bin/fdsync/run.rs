@@ -1,0 +1,85 @@
+//! The commands that run pipelines: `sync --once`, `daemon`, `stream`; and
+//! `status`, which reads what they recorded.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use fdsync::config::Config;
+use fdsync::sync::SyncError;
+
+use crate::common::{connect, load_pipelines, print_json, shutdown_on_signal};
+use crate::lake::{open_lake, print_published};
+
+pub async fn sync_once(config: Config, pipelines: Vec<String>, max_requests: Option<u64>) -> Result<()> {
+    config.api_key().map_err(SyncError::from)?;
+    let pipelines = load_pipelines(&config, pipelines)?;
+    let syncer = connect(config, "fdsync sync --once").await?;
+    if let Some(n) = max_requests {
+        syncer.client.limit_requests(n);
+    }
+    let lake = open_lake(&syncer.config)?;
+    let (report, result) = syncer.run_once(&pipelines).await;
+    // Whatever the run committed is published, even when it stopped early.
+    let published = match &lake {
+        Some(lake) => lake.publish(&syncer.sink).await.map(Some),
+        None => Ok(None),
+    };
+    syncer.sink.close().await;
+    let mut stdout = std::io::stdout();
+    report.write_text(&mut stdout)?;
+    if let Ok(Some(published)) = &published {
+        print_published(&mut stdout, published)?;
+    }
+    Ok(result.and(published.map(|_| ()).map_err(SyncError::from))?)
+}
+
+pub async fn daemon(
+    mut config: Config,
+    pipelines: Vec<String>,
+    no_stream: bool,
+    metrics_addr: Option<String>,
+) -> Result<()> {
+    config.api_key().map_err(SyncError::from)?;
+    if let Some(addr) = metrics_addr {
+        config.daemon.metrics_addr = addr;
+    }
+    let metrics_addr = config
+        .daemon
+        .metrics_socket()
+        .map_err(|e| anyhow::anyhow!("--metrics-addr: {e}"))?;
+    let pipelines = load_pipelines(&config, pipelines)?;
+    let lake = open_lake(&config)?.map(Arc::new);
+    let syncer = connect(config.clone(), "fdsync daemon").await?;
+    let daemon = fdsync::daemon::Daemon {
+        syncer: Arc::new(syncer),
+        pipelines,
+        stream: config.daemon.stream && !no_stream,
+        metrics_addr,
+        lake,
+    };
+    Ok(daemon.run(shutdown_on_signal()).await?)
+}
+
+pub async fn stream(config: Config, pipeline: String) -> Result<()> {
+    config.api_key().map_err(SyncError::from)?;
+    let pipelines = load_pipelines(&config, vec![pipeline])?;
+    let syncer = connect(config, "fdsync stream").await?;
+    let result = syncer.run_stream(&pipelines[0], &shutdown_on_signal(), false).await;
+    syncer.sink.close().await;
+    let report = result?;
+    println!(
+        "stream stopped: {} connections, {} frames, {} new items, {} rewritten headlines",
+        report.connections, report.frames, report.new_items, report.rewrites
+    );
+    Ok(())
+}
+
+pub fn status(config: &Config, json: bool) -> Result<()> {
+    let pipelines = load_pipelines(config, Vec::new())?;
+    let status = fdsync::status::read(&config.warehouse.duckdb, &pipelines, chrono::Utc::now())?;
+    if json {
+        return print_json(&status);
+    }
+    fdsync::status::write_text(&mut std::io::stdout(), &status)?;
+    Ok(())
+}

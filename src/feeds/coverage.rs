@@ -1,0 +1,95 @@
+//! `GET /landing/coverage` (public): coverage by market and data type,
+//! observed on the day the service generated the page.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::{Feed, Fetch, nothing_more, parse_body};
+use crate::batch::table;
+use crate::records::Rows;
+use crate::tables::{LakePartition, LoadRule};
+
+#[derive(Debug, Deserialize)]
+pub struct CoveragePage<'a> {
+    #[serde(rename = "generatedAt")]
+    pub generated_at: DateTime<Utc>,
+    #[serde(borrow)]
+    pub markets: Vec<CoverageMarketRaw<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CoverageMarketRaw<'a> {
+    pub market: String,
+    pub companies: Option<i64>,
+    #[serde(borrow, rename = "dataTypes")]
+    pub data_types: Vec<&'a RawValue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CoverageDataType {
+    #[serde(rename = "type")]
+    pub data_type: String,
+    pub history_from: Option<NaiveDate>,
+    pub completeness_pct: Option<f64>,
+    pub periods: Option<i64>,
+}
+
+/// A market as the emulator serves it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CoverageMarket {
+    pub market: String,
+    pub companies: i64,
+    #[serde(rename = "dataTypes")]
+    pub data_types: Vec<CoverageDataType>,
+}
+
+table! {
+    pub const COVERAGE_SNAPSHOTS: CoverageRow = "coverage_snapshots" {
+        observed_date: Date,
+        market: Text,
+        data_type: Text,
+        companies: Int,
+        history_from: Date,
+        completeness_pct: Float,
+        periods: Int,
+    }
+    key: &["observed_date", "market", "data_type"],
+    load: LoadRule::Upsert,
+    lake_partition: Some(LakePartition::Year("observed_date")),
+}
+
+pub static FEED: Feed = Feed {
+    name: "coverage",
+    route: "/api/v1/landing/coverage",
+    auth: false,
+    tables: &[&COVERAGE_SNAPSHOTS],
+    fetch: Fetch::Single(read),
+    params: &[],
+    check: nothing_more,
+};
+
+/// `coverage_snapshots`; the checkpoint is the page's generation time.
+fn read(rows: &mut Rows, body: &[u8]) -> Result<String, String> {
+    let page: CoveragePage = parse_body(body)?;
+    let observed = page.generated_at.date_naive();
+    for market in &page.markets {
+        for raw in &market.data_types {
+            let Some(d) = rows.parse::<CoverageDataType>(raw, "coverage data type") else {
+                continue;
+            };
+            let row = CoverageRow {
+                observed_date: Some(observed),
+                market: Some(&market.market),
+                data_type: Some(&d.data_type),
+                companies: market.companies,
+                history_from: d.history_from,
+                completeness_pct: d.completeness_pct,
+                periods: d.periods,
+            };
+            rows.push(row, raw.get());
+        }
+    }
+    Ok(page.generated_at.to_rfc3339())
+}

@@ -1,0 +1,173 @@
+//! `GET /companies/{id}/dividends`: dividend events and the day's summary.
+
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::{Feed, Fetch, PerCompany, nothing_more, parse_body};
+use crate::batch::table;
+use crate::records::Rows;
+use crate::tables::{LakePartition, LoadRule};
+
+#[derive(Debug, Deserialize)]
+pub struct DividendsPage<'a> {
+    pub cik: Option<String>,
+    pub symbol: Option<String>,
+    pub currency: Option<String>,
+    #[serde(borrow)]
+    pub events: Vec<&'a RawValue>,
+    #[serde(borrow)]
+    pub summary: Option<&'a RawValue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DividendEvent {
+    pub ex_date: NaiveDate,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub amount: f64,
+    pub amount_split_adj: Option<f64>,
+    pub ttm: Option<f64>,
+    pub change_pct: Option<f64>,
+    pub yield_at_ex_date_pct: Option<f64>,
+    pub yield_period_avg_pct: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DividendSummary {
+    pub count: i64,
+    pub latest_amount: Option<f64>,
+    pub latest_ex_date: Option<NaiveDate>,
+    pub ttm_total: Option<f64>,
+    pub last_price: Option<f64>,
+    pub trailing_yield_pct: Option<f64>,
+    pub indicated_yield_pct: Option<f64>,
+    #[serde(rename = "growth1y")]
+    pub growth_1y: Option<f64>,
+    #[serde(rename = "growth3y")]
+    pub growth_3y: Option<f64>,
+    pub cadence: Option<String>,
+}
+
+/// One element of `yieldSeries`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct YieldPoint {
+    pub date: NaiveDate,
+    pub trailing_yield_pct: f64,
+}
+
+table! {
+    pub const DIVIDENDS: DividendRow = "dividends" {
+        company_key: Text,
+        ex_date: Date,
+        kind as "type": Text,
+        cik: Text,
+        symbol: Text,
+        currency: Text,
+        amount: Float,
+        amount_split_adj: Float,
+        ttm: Float,
+        change_pct: Float,
+        yield_at_ex_date_pct: Float,
+        yield_period_avg_pct: Float,
+    }
+    key: &["company_key", "ex_date", "type"],
+    load: LoadRule::Upsert,
+    lake_partition: Some(LakePartition::Year("ex_date")),
+}
+
+table! {
+    pub const DIVIDEND_SUMMARIES: DividendSummaryRow = "dividend_summaries" {
+        company_key: Text,
+        as_of_date: Date,
+        cik: Text,
+        symbol: Text,
+        currency: Text,
+        count: Int,
+        latest_amount: Float,
+        latest_ex_date: Date,
+        ttm_total: Float,
+        last_price: Float,
+        trailing_yield_pct: Float,
+        indicated_yield_pct: Float,
+        growth_1y: Float,
+        growth_3y: Float,
+        cadence: Text,
+    }
+    key: &["company_key", "as_of_date"],
+    load: LoadRule::Upsert,
+    lake_partition: Some(LakePartition::Year("as_of_date")),
+}
+
+pub static FEED: Feed = Feed {
+    name: "dividends",
+    route: "/api/v1/companies/{company}/dividends",
+    auth: true,
+    tables: &[&DIVIDENDS, &DIVIDEND_SUMMARIES],
+    fetch: Fetch::PerCompany(PerCompany {
+        query: None,
+        read: read_page,
+        absent_on_404: false,
+    }),
+    params: &[],
+    check: nothing_more,
+};
+
+fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, String> {
+    let page: DividendsPage = parse_body(body)?;
+    let as_of = rows.fetched_at.date_naive();
+    Ok(read(rows, &page, company_key, as_of))
+}
+
+/// `dividends` and `dividend_summaries` from one dividends page; returns the latest ex-date.
+pub fn read(rows: &mut Rows, page: &DividendsPage<'_>, company_key: &str, as_of: NaiveDate) -> Option<NaiveDate> {
+    let (cik, symbol, currency) = (page.cik.as_deref(), page.symbol.as_deref(), page.currency.as_deref());
+    let mut latest = None;
+    for raw in &page.events {
+        let Some(e) = rows.parse::<DividendEvent>(raw, "dividend event") else {
+            continue;
+        };
+        latest = latest.max(Some(e.ex_date));
+        let row = DividendRow {
+            company_key: Some(company_key),
+            ex_date: Some(e.ex_date),
+            kind: Some(&e.kind),
+            cik,
+            symbol,
+            currency,
+            amount: Some(e.amount),
+            amount_split_adj: e.amount_split_adj,
+            ttm: e.ttm,
+            change_pct: e.change_pct,
+            yield_at_ex_date_pct: e.yield_at_ex_date_pct,
+            yield_period_avg_pct: e.yield_period_avg_pct,
+        };
+        rows.push(row, raw.get());
+    }
+    if let Some(raw) = page.summary
+        && let Some(s) = rows.parse::<DividendSummary>(raw, "dividend summary")
+    {
+        let row = DividendSummaryRow {
+            company_key: Some(company_key),
+            as_of_date: Some(as_of),
+            cik,
+            symbol,
+            currency,
+            count: Some(s.count),
+            latest_amount: s.latest_amount,
+            latest_ex_date: s.latest_ex_date,
+            ttm_total: s.ttm_total,
+            last_price: s.last_price,
+            trailing_yield_pct: s.trailing_yield_pct,
+            indicated_yield_pct: s.indicated_yield_pct,
+            growth_1y: s.growth_1y,
+            growth_3y: s.growth_3y,
+            cadence: s.cadence.as_deref(),
+        };
+        rows.push(row, raw.get());
+    }
+    latest
+}

@@ -1,0 +1,165 @@
+//! 8-K events: the per-company index (`/companies/{id}/events`), the
+//! market-wide wire (`/events/wire`), the newest across the market
+//! (`/events/latest`), and each filing's verbatim item texts
+//! (`/companies/{id}/events/{accession}`).
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{Feed, Fetch, Params, nothing_more, page_limit, parse_body};
+use crate::batch::table;
+use crate::records::Rows;
+use crate::tables::{LakePartition, LoadRule};
+
+/// `GET /companies/{id}/events` (newest first), `/events/wire` and `/events/latest`.
+#[derive(Debug, Deserialize)]
+pub struct EventsPage<'a> {
+    pub cik: Option<String>,
+    pub symbol: Option<String>,
+    #[serde(borrow, default)]
+    pub events: Vec<&'a RawValue>,
+    /// The wire only: rows matching the query, and where this page starts.
+    pub total: Option<u64>,
+    pub offset: Option<u64>,
+}
+
+/// An 8-K event entry; the wire and latest add who filed it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventEntry {
+    pub accession: String,
+    pub family: Option<String>,
+    #[serde(default)]
+    pub items: Vec<String>,
+    pub filing_date: Option<NaiveDate>,
+    pub accepted_at: Option<DateTime<Utc>>,
+    pub headline: Option<String>,
+    pub cik: Option<String>,
+    pub symbol: Option<String>,
+    pub name: Option<String>,
+}
+
+table! {
+    /// 8-K filings, from the per-company index, the market-wide wire and latest.
+    pub const EVENTS: EventRow = "events" {
+        accession: Text,
+        company_key: Text,
+        cik: Text,
+        symbol: Text,
+        name: Text,
+        family: Text,
+        items: TextList,
+        filing_date: Date,
+        accepted_at: Timestamp,
+        headline: Text,
+    }
+    key: &["accession"],
+    load: LoadRule::Upsert,
+    keep_stored: &["symbol", "name", "headline"],
+    lake_partition: Some(LakePartition::Year("filing_date")),
+}
+
+table! {
+    /// Verbatim 8-K item texts; `item` is '' for a filing's uncoded item.
+    pub const EVENT_ITEM_TEXTS: EventItemTextRow = "event_item_texts" {
+        accession: Text,
+        item: Text,
+        company_key: Text,
+        text: Text,
+    }
+    key: &["accession", "item"],
+    load: LoadRule::InsertOnce,
+}
+
+/// The per-company index: whole history once, then only what is new.
+pub static FEED: Feed = Feed {
+    name: "events",
+    route: "/api/v1/companies/{company}/events",
+    auth: true,
+    tables: &[&EVENTS],
+    fetch: Fetch::CompanyIndex,
+    params: &[],
+    check: nothing_more,
+};
+
+/// The market-wide wire, by filing-date windows paged by offset.
+pub static WIRE: Feed = Feed {
+    name: "events_wire",
+    route: "/api/v1/events/wire",
+    auth: true,
+    tables: &[&EVENTS],
+    fetch: Fetch::OffsetWindows,
+    params: &["backfill_days", "page_limit"],
+    check: paged,
+};
+
+/// The newest events across the market, one request a run.
+pub static LATEST: Feed = Feed {
+    name: "events_latest",
+    route: "/api/v1/events/latest?limit=100",
+    auth: true,
+    tables: &[&EVENTS],
+    fetch: Fetch::Single(read_latest),
+    params: &[],
+    check: nothing_more,
+};
+
+/// Item texts, once per (accession, item), of the `events` rows of the
+/// configured companies filed in the last `text_days`.
+pub static TEXTS: Feed = Feed {
+    name: "event_texts",
+    route: "/api/v1/companies/{company}/events/{accession}",
+    auth: true,
+    tables: &[&EVENT_ITEM_TEXTS],
+    fetch: Fetch::ParentTexts { parent: &EVENTS },
+    params: &["text_days"],
+    check: nothing_more,
+};
+
+fn paged(_route: &str, params: &Params) -> Result<(), String> {
+    page_limit(params)
+}
+
+fn read_latest(rows: &mut Rows, body: &[u8]) -> Result<String, String> {
+    let page: EventsPage = parse_body(body)?;
+    for raw in &page.events {
+        read(rows, raw, None, None);
+    }
+    Ok(rows.fetched_at.to_rfc3339())
+}
+
+/// An `events` row; returns the entry. The filer is `company_key` when the
+/// route names it (the per-company index), else the entry's own `cik`.
+pub fn read(rows: &mut Rows, raw: &RawValue, company_key: Option<&str>, symbol: Option<&str>) -> Option<EventEntry> {
+    let e: EventEntry = rows.parse(raw, "8-K event")?;
+    let Some(key) = company_key.or(e.cik.as_deref()) else {
+        rows.quarantine(raw.get(), "8-K event: no cik names the filer".into());
+        return None;
+    };
+    let row = EventRow {
+        accession: Some(&e.accession),
+        company_key: Some(key),
+        cik: Some(e.cik.as_deref().unwrap_or(key)),
+        symbol: e.symbol.as_deref().or(symbol),
+        name: e.name.as_deref(),
+        family: e.family.as_deref(),
+        items: &e.items,
+        filing_date: e.filing_date.or(e.accepted_at.map(|t| t.date_naive())),
+        accepted_at: e.accepted_at,
+        headline: e.headline.as_deref(),
+    };
+    rows.push(row, raw.get());
+    Some(e)
+}
+
+/// An `event_item_texts` row; the plain-text body is kept as a JSON string in `raw`.
+pub fn read_item_text(rows: &mut Rows, accession: &str, item: &str, company_key: &str, text: &str) {
+    let row = EventItemTextRow {
+        accession: Some(accession),
+        item: Some(item),
+        company_key: Some(company_key),
+        text: Some(text),
+    };
+    rows.push(row, &serde_json::to_string(text).unwrap_or_default());
+}

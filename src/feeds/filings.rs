@@ -1,0 +1,126 @@
+//! `GET /companies/{id}/filing-notes` and its section texts
+//! (`/companies/{id}/filing-notes/{accession}/{sectionKey}`), each fetched once.
+
+use chrono::NaiveDate;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{Feed, Fetch, Params, route_param};
+use crate::batch::table;
+use crate::records::Rows;
+use crate::tables::{LakePartition, LoadRule};
+
+/// `GET /companies/{id}/filing-notes`, newest first.
+#[derive(Debug, Deserialize)]
+pub struct FilingNotesPage<'a> {
+    #[serde(borrow, default)]
+    pub filings: Vec<&'a RawValue>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FilingNote {
+    pub accession: String,
+    pub form: Option<String>,
+    pub filed_at: Option<NaiveDate>,
+    pub period_end: Option<NaiveDate>,
+    #[serde(default)]
+    pub sections: Vec<SectionRef>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SectionRef {
+    pub key: String,
+    pub title: Option<String>,
+}
+
+/// `GET /companies/{id}/filing-notes/{accession}/{sectionKey}`.
+#[derive(Debug, Deserialize)]
+pub struct SectionText {
+    pub accession: Option<String>,
+    pub key: Option<String>,
+    pub title: Option<String>,
+    pub text: String,
+}
+
+table! {
+    pub const FILINGS: FilingRow = "filings" {
+        accession: Text,
+        company_key: Text,
+        form: Text,
+        filed_at: Date,
+        period_end: Date,
+        section_keys: TextList,
+    }
+    key: &["accession"],
+    load: LoadRule::InsertOnce,
+    lake_partition: Some(LakePartition::Year("filed_at")),
+}
+
+table! {
+    pub const FILING_SECTIONS: FilingSectionRow = "filing_sections" {
+        accession: Text,
+        section_key: Text,
+        company_key: Text,
+        title: Text,
+        text: Text,
+    }
+    key: &["accession", "section_key"],
+    load: LoadRule::InsertOnce,
+}
+
+pub static FEED: Feed = Feed {
+    name: "filings",
+    route: "/api/v1/companies/{company}/filing-notes",
+    auth: true,
+    tables: &[&FILINGS, &FILING_SECTIONS],
+    fetch: Fetch::DocumentsAndSections,
+    params: &["section_route", "text_days"],
+    check,
+};
+
+fn check(_route: &str, params: &Params) -> Result<(), String> {
+    route_param(
+        params.section_route.as_deref(),
+        "section_route",
+        &["{company}", "{accession}", "{section}"],
+    )
+}
+
+/// `filings` from the filing-notes list; returns each filing with its sections, newest first.
+pub fn read(rows: &mut Rows, page: &FilingNotesPage<'_>, company_key: &str) -> Vec<FilingNote> {
+    let mut out = Vec::new();
+    for raw in &page.filings {
+        let Some(f) = rows.parse::<FilingNote>(raw, "filing") else {
+            continue;
+        };
+        let section_keys: Vec<String> = f.sections.iter().map(|s| s.key.clone()).collect();
+        let row = FilingRow {
+            accession: Some(&f.accession),
+            company_key: Some(company_key),
+            form: f.form.as_deref(),
+            filed_at: f.filed_at,
+            period_end: f.period_end,
+            section_keys: &section_keys,
+        };
+        rows.push(row, raw.get());
+        out.push(f);
+    }
+    out
+}
+
+/// One `filing_sections` row; false when the record was quarantined.
+pub fn read_section(rows: &mut Rows, raw: &RawValue, company_key: &str, accession: &str, section: &SectionRef) -> bool {
+    let Some(t) = rows.parse::<SectionText>(raw, "filing section") else {
+        return false;
+    };
+    let row = FilingSectionRow {
+        accession: Some(t.accession.as_deref().unwrap_or(accession)),
+        section_key: Some(t.key.as_deref().unwrap_or(&section.key)),
+        company_key: Some(company_key),
+        title: t.title.as_deref().or(section.title.as_deref()),
+        text: Some(&t.text),
+    };
+    rows.push(row, raw.get());
+    true
+}

@@ -1,0 +1,139 @@
+//! `GET /countries/{iso}` and `GET /countries/{iso}/series?key=K`: macro
+//! series and every vintage of their history, kept point in time.
+
+use chrono::NaiveDate;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{Feed, Fetch, Params, route_param};
+use crate::batch::table;
+use crate::records::Rows;
+use crate::tables::{LakePartition, LoadRule};
+
+/// `GET /countries/{iso}`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CountryPage<'a> {
+    pub iso: Option<String>,
+    #[serde(borrow, default)]
+    pub macro_series: Vec<&'a RawValue>,
+}
+
+/// One entry of `macroSeries`.
+#[derive(Debug, Deserialize)]
+pub struct SeriesRef {
+    pub key: String,
+    pub name: Option<String>,
+    pub frequency: Option<String>,
+}
+
+/// `GET /countries/{iso}/series?key=K`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeriesPage<'a> {
+    #[serde(borrow, default)]
+    pub history: Vec<&'a RawValue>,
+    pub frequency: Option<String>,
+    pub description: Option<String>,
+    pub source_name: Option<String>,
+    pub source_link: Option<String>,
+}
+
+/// One history point: the value of `period` as published on `vintage`.
+#[derive(Debug, Deserialize)]
+pub struct MacroPoint {
+    pub period: NaiveDate,
+    pub value: f64,
+    pub vintage: NaiveDate,
+}
+
+table! {
+    pub const MACRO_SERIES: MacroSeriesRow = "macro_series" {
+        country: Text,
+        series_key: Text,
+        name: Text,
+        frequency: Text,
+        description: Text,
+        source_name: Text,
+        source_link: Text,
+    }
+    key: &["country", "series_key"],
+    load: LoadRule::Upsert,
+}
+
+table! {
+    /// Every (period, vintage, value) ever served. `raw`, `_fetched_at`, `_run_id`
+    /// and `_route` are those of the first sighting.
+    pub const MACRO_OBSERVATIONS: MacroObservationRow = "macro_observations" {
+        country: Text,
+        series_key: Text,
+        period: Date,
+        vintage: Date,
+        value: Float,
+        first_seen_at: Timestamp,
+        last_seen_at: Timestamp,
+    }
+    key: &["country", "series_key", "period", "vintage", "value"],
+    load: LoadRule::History,
+    lake_partition: Some(LakePartition::Year("vintage")),
+}
+
+pub static FEED: Feed = Feed {
+    name: "macro",
+    route: "/api/v1/countries/{country}",
+    auth: true,
+    tables: &[&MACRO_SERIES, &MACRO_OBSERVATIONS],
+    fetch: Fetch::PerCountry,
+    params: &["series_route"],
+    check,
+};
+
+fn check(_route: &str, params: &Params) -> Result<(), String> {
+    route_param(
+        params.series_route.as_deref(),
+        "series_route",
+        &["{country}", "{series}"],
+    )
+}
+
+/// `macro_series` from one series page, with the list entry it was found under.
+pub fn read_series(rows: &mut Rows, country: &str, entry_raw: &RawValue, entry: &SeriesRef, page: &SeriesPage<'_>) {
+    let row = MacroSeriesRow {
+        country: Some(country),
+        series_key: Some(&entry.key),
+        name: entry.name.as_deref(),
+        frequency: page.frequency.as_deref().or(entry.frequency.as_deref()),
+        description: page.description.as_deref(),
+        source_name: page.source_name.as_deref(),
+        source_link: page.source_link.as_deref(),
+    };
+    rows.push(row, entry_raw.get());
+}
+
+/// `macro_observations` from one series page: every point as seen now. The
+/// sink keeps what was seen before (point-in-time history); returns the newest vintage.
+pub fn read_observations(rows: &mut Rows, country: &str, series_key: &str, page: &SeriesPage<'_>) -> Option<NaiveDate> {
+    let seen = rows.fetched_at;
+    let mut newest = None;
+    for raw in &page.history {
+        let Some(point) = rows.parse::<MacroPoint>(raw, "macro history point") else {
+            continue;
+        };
+        if !point.value.is_finite() {
+            rows.quarantine(raw.get(), "macro history point: value is not a finite number".into());
+            continue;
+        }
+        newest = newest.max(Some(point.vintage));
+        let row = MacroObservationRow {
+            country: Some(country),
+            series_key: Some(series_key),
+            period: Some(point.period),
+            vintage: Some(point.vintage),
+            value: Some(point.value),
+            first_seen_at: Some(seen),
+            last_seen_at: Some(seen),
+        };
+        rows.push(row, raw.get());
+    }
+    newest
+}

@@ -1,0 +1,361 @@
+//! The attributed news tape (`/news/feed`, and its live stream), each
+//! company's own news (`/companies/{id}/news`, lineage included), the
+//! sources (`/news/sources`) and the topic taxonomy (`/news/topics`).
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{Feed, Fetch, Params, nothing_more, page_limit, parse_body, route_param};
+use crate::batch::table;
+use crate::records::Rows;
+use crate::tables::{LakePartition, LoadRule};
+
+/// A news feed page (`/news/feed`, `/companies/{id}/news`, `/news/search`, stream frames).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewsPage<'a> {
+    #[serde(borrow, default)]
+    pub items: Vec<&'a RawValue>,
+    pub latest_id: Option<String>,
+    pub next_cursor: Option<String>,
+    #[serde(default)]
+    pub has_more: bool,
+    pub server_time: Option<String>,
+}
+
+/// A news item. Fields a licence withholds are absent.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewsItem {
+    pub id: String,
+    /// Set on an item sent again because its headline was rewritten (`changedSince`).
+    #[serde(default)]
+    pub rewritten: bool,
+    pub published_at: Option<DateTime<Utc>>,
+    pub first_seen_at: Option<DateTime<Utc>>,
+    pub updated_at: Option<DateTime<Utc>>,
+    pub headline: Option<String>,
+    pub snippet: Option<String>,
+    pub body: Option<String>,
+    pub url: Option<String>,
+    pub source: Option<NewsSource>,
+    #[serde(default)]
+    pub tickers: Vec<String>,
+    #[serde(default)]
+    pub ciks: Vec<String>,
+    #[serde(default)]
+    pub people: Vec<String>,
+    #[serde(default)]
+    pub indicators: Vec<String>,
+    #[serde(default)]
+    pub topics: Vec<String>,
+    pub storyline_id: Option<String>,
+    pub importance: Option<i64>,
+    pub flash: Option<bool>,
+    pub form: Option<String>,
+}
+
+/// A news item's `firstSeenAt` alone: what decides whether a backfill goes
+/// on, read before the item is mapped.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewsItemSeen {
+    pub first_seen_at: Option<DateTime<Utc>>,
+}
+
+/// A news source, as an item carries it or as `/news/sources` lists it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewsSource {
+    pub id: String,
+    pub name: Option<String>,
+    pub licence_class: Option<String>,
+    pub attribution: Option<String>,
+    pub display_policy: Option<String>,
+    #[serde(rename = "count24h")]
+    pub count_24h: Option<i64>,
+}
+
+/// `GET /news/sources`.
+#[derive(Debug, Deserialize)]
+pub struct NewsSourcesPage<'a> {
+    #[serde(borrow, default)]
+    pub sources: Vec<&'a RawValue>,
+}
+
+/// `GET /news/topics`.
+#[derive(Debug, Deserialize)]
+pub struct NewsTopicsPage<'a> {
+    #[serde(borrow, default)]
+    pub topics: Vec<&'a RawValue>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NewsTopic {
+    pub key: String,
+    pub name: Option<String>,
+    pub parent: Option<String>,
+}
+
+table! {
+    /// The news tape, each item in its newest version. Fields a licence withholds
+    /// are NULL, and an absent field never erases one stored from another route.
+    pub const NEWS_ITEMS: NewsItemRow = "news_items" {
+        id: Text,
+        published_at: Timestamp,
+        first_seen_at: Timestamp,
+        updated_at: Timestamp,
+        headline: Text,
+        snippet: Text,
+        body: Text,
+        url: Text,
+        source_id: Text,
+        source_name: Text,
+        licence_class: Text,
+        attribution: Text,
+        display_policy: Text,
+        tickers: TextList,
+        ciks: TextList,
+        people: TextList,
+        indicators: TextList,
+        topics: TextList,
+        storyline_id: Text,
+        importance: Int,
+        flash: Bool,
+        form: Text,
+    }
+    key: &["id"],
+    load: LoadRule::Upsert,
+    keep_stored: &["snippet", "body", "url", "form"],
+    newer_by: Some("updated_at"),
+    lake_partition: Some(LakePartition::Month("published_at")),
+    zstd_raw: true,
+}
+
+table! {
+    /// Every headline version ever seen, by the item's `updatedAt`.
+    pub const NEWS_HEADLINE_REVISIONS: HeadlineRevisionRow = "news_headline_revisions" {
+        id: Text,
+        updated_at: Timestamp,
+        headline: Text,
+    }
+    key: &["id", "updated_at"],
+    load: LoadRule::Append,
+    lake_partition: Some(LakePartition::Month("updated_at")),
+    zstd_raw: true,
+}
+
+table! {
+    /// Sources from the sources route (with 24-hour counts) and from the source
+    /// object every item carries (with its display policy).
+    pub const NEWS_SOURCES: NewsSourceRow = "news_sources" {
+        source_id: Text,
+        name: Text,
+        licence_class: Text,
+        attribution: Text,
+        display_policy: Text,
+        count_24h: Int,
+    }
+    key: &["source_id"],
+    load: LoadRule::Upsert,
+    keep_stored: &["name", "licence_class", "attribution", "display_policy", "count_24h"],
+}
+
+table! {
+    pub const NEWS_TOPICS: NewsTopicRow = "news_topics" {
+        topic_key: Text,
+        name: Text,
+        parent_key: Text,
+    }
+    key: &["topic_key"],
+    load: LoadRule::Upsert,
+}
+
+table! {
+    /// Which news items a company's own feed served: items tagged to the company
+    /// or to a predecessor in its corporate lineage (beyond the contract).
+    pub const NEWS_COMPANY_ITEMS: CompanyItemRow = "news_company_items" {
+        company_key: Text,
+        news_id: Text,
+        first_seen_at: Timestamp,
+    }
+    key: &["company_key", "news_id"],
+    load: LoadRule::InsertOnce,
+    lineage: false,
+}
+
+/// The tape: new items and rewritten headlines forward, a backfill back to
+/// the horizon, and the live stream.
+pub static FEED: Feed = Feed {
+    name: "news",
+    route: "/api/v1/news/feed",
+    auth: true,
+    tables: &[&NEWS_ITEMS, &NEWS_HEADLINE_REVISIONS, &NEWS_SOURCES],
+    fetch: Fetch::Cursor,
+    params: &["stream_route", "backfill_days", "page_limit"],
+    check: tape,
+};
+
+/// Each company's own news, with the same cursors.
+pub static COMPANY: Feed = Feed {
+    name: "company_news",
+    route: "/api/v1/companies/{company}/news",
+    auth: true,
+    tables: &[
+        &NEWS_ITEMS,
+        &NEWS_HEADLINE_REVISIONS,
+        &NEWS_SOURCES,
+        &NEWS_COMPANY_ITEMS,
+    ],
+    fetch: Fetch::CompanyCursor,
+    params: &["backfill_days", "page_limit"],
+    check: tape,
+};
+
+pub static SOURCES: Feed = Feed {
+    name: "news_sources",
+    route: "/api/v1/news/sources",
+    auth: true,
+    tables: &[&NEWS_SOURCES],
+    fetch: Fetch::Single(read_sources),
+    params: &[],
+    check: nothing_more,
+};
+
+pub static TOPICS: Feed = Feed {
+    name: "news_topics",
+    route: "/api/v1/news/topics",
+    auth: true,
+    tables: &[&NEWS_TOPICS],
+    fetch: Fetch::Single(read_topics),
+    params: &[],
+    check: nothing_more,
+};
+
+fn tape(_route: &str, params: &Params) -> Result<(), String> {
+    if params.stream_route.is_some() {
+        route_param(params.stream_route.as_deref(), "stream_route", &[])?;
+    }
+    page_limit(params)
+}
+
+/// What the sync needs to know about a news item it loaded.
+#[derive(Debug, Clone)]
+pub struct NewsSeen {
+    pub id: String,
+    pub first_seen_at: Option<DateTime<Utc>>,
+    /// Sent again for a rewritten headline, not as a new arrival.
+    pub rewritten: bool,
+}
+
+/// `news_items`, `news_headline_revisions` and the item's `news_sources`
+/// row; with `company_key` (a company's own feed), the `news_company_items`
+/// row that says the company's feed served it.
+pub fn read_item(rows: &mut Rows, raw: &RawValue, company_key: Option<&str>) -> Option<NewsSeen> {
+    let item: NewsItem = rows.parse(raw, "news item")?;
+    let Some(version) = item.updated_at.or(item.first_seen_at) else {
+        rows.quarantine(raw.get(), "news item: neither updatedAt nor firstSeenAt".into());
+        return None;
+    };
+    if item.id.is_empty() {
+        rows.quarantine(raw.get(), "news item: empty id".into());
+        return None;
+    }
+    let source = item.source.as_ref();
+    let row = NewsItemRow {
+        id: Some(&item.id),
+        published_at: item.published_at,
+        first_seen_at: item.first_seen_at,
+        updated_at: Some(version),
+        headline: item.headline.as_deref(),
+        snippet: item.snippet.as_deref(),
+        body: item.body.as_deref(),
+        url: item.url.as_deref(),
+        source_id: source.map(|s| s.id.as_str()),
+        source_name: source.and_then(|s| s.name.as_deref()),
+        licence_class: source.and_then(|s| s.licence_class.as_deref()),
+        attribution: source.and_then(|s| s.attribution.as_deref()),
+        display_policy: source.and_then(|s| s.display_policy.as_deref()),
+        tickers: &item.tickers,
+        ciks: &item.ciks,
+        people: &item.people,
+        indicators: &item.indicators,
+        topics: &item.topics,
+        storyline_id: item.storyline_id.as_deref(),
+        importance: item.importance,
+        flash: item.flash,
+        form: item.form.as_deref(),
+    };
+    rows.push(row, raw.get());
+    if let Some(headline) = item.headline.as_deref() {
+        let row = HeadlineRevisionRow {
+            id: Some(&item.id),
+            updated_at: Some(version),
+            headline: Some(headline),
+        };
+        rows.push(row, raw.get());
+    }
+    if let Some(s) = source {
+        let source_raw = serde_json::to_string(&serde_json::json!({"id": s.id, "name": s.name,
+            "licenceClass": s.licence_class, "attribution": s.attribution, "displayPolicy": s.display_policy}))
+        .unwrap_or_default();
+        if rows.news_source_is_new(&source_raw) {
+            push_source(rows, s, &source_raw);
+        }
+    }
+    if let Some(company) = company_key {
+        rows.push_bare(CompanyItemRow {
+            company_key: Some(company),
+            news_id: Some(&item.id),
+            first_seen_at: item.first_seen_at,
+        });
+    }
+    Some(NewsSeen {
+        id: item.id,
+        first_seen_at: item.first_seen_at,
+        rewritten: item.rewritten,
+    })
+}
+
+/// `news_sources` from the sources route.
+fn read_sources(rows: &mut Rows, body: &[u8]) -> Result<String, String> {
+    let page: NewsSourcesPage = parse_body(body)?;
+    for raw in &page.sources {
+        let Some(s) = rows.parse::<NewsSource>(raw, "news source") else {
+            continue;
+        };
+        push_source(rows, &s, raw.get());
+    }
+    Ok(rows.fetched_at.to_rfc3339())
+}
+
+/// One `news_sources` row, from an item's source object or the sources route.
+fn push_source(rows: &mut Rows, s: &NewsSource, raw: &str) {
+    let row = NewsSourceRow {
+        source_id: Some(&s.id),
+        name: s.name.as_deref(),
+        licence_class: s.licence_class.as_deref(),
+        attribution: s.attribution.as_deref(),
+        display_policy: s.display_policy.as_deref(),
+        count_24h: s.count_24h,
+    };
+    rows.push(row, raw);
+}
+
+/// `news_topics` from the topic taxonomy.
+fn read_topics(rows: &mut Rows, body: &[u8]) -> Result<String, String> {
+    let page: NewsTopicsPage = parse_body(body)?;
+    for raw in &page.topics {
+        let Some(t) = rows.parse::<NewsTopic>(raw, "news topic") else {
+            continue;
+        };
+        let row = NewsTopicRow {
+            topic_key: Some(&t.key),
+            name: t.name.as_deref(),
+            parent_key: t.parent.as_deref(),
+        };
+        rows.push(row, raw.get());
+    }
+    Ok(rows.fetched_at.to_rfc3339())
+}

@@ -1,0 +1,127 @@
+//! `GET /companies/{id}/regulation`: each document's links to the company,
+//! replaced as a whole per company, and the coverage observed over time.
+
+use chrono::NaiveDate;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{Feed, Fetch, PerCompany, nothing_more, parse_body};
+use crate::batch::table;
+use crate::records::Rows;
+use crate::tables::LoadRule;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegulationPage<'a> {
+    #[serde(borrow, default)]
+    pub executive_actions: Vec<&'a RawValue>,
+    pub coverage: Option<&'a RawValue>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutiveAction {
+    pub document_id: String,
+    pub title: Option<String>,
+    pub published_at: Option<NaiveDate>,
+    #[serde(default)]
+    pub links: Vec<RegulationLink>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RegulationLink {
+    pub basis: String,
+    pub evidence: Option<String>,
+    pub accession: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegulationCoverage {
+    pub documents_read: Option<i64>,
+    pub documents_total: Option<i64>,
+    pub complete: Option<bool>,
+    pub pilot: Option<bool>,
+}
+
+table! {
+    /// One row per company, document and link basis; `rank` 1 is the strongest basis.
+    pub const REGULATION_ACTIONS: RegulationActionRow = "regulation_actions" {
+        company_key: Text,
+        document_id: Text,
+        basis: Text,
+        title: Text,
+        published_at: Date,
+        rank: Int,
+        evidence: Text,
+        accession: Text,
+    }
+    key: &["company_key", "document_id", "basis"],
+    load: LoadRule::Replace,
+}
+
+table! {
+    pub const REGULATION_COVERAGE: RegulationCoverageRow = "regulation_coverage" {
+        company_key: Text,
+        observed_at: Timestamp,
+        documents_read: Int,
+        documents_total: Int,
+        complete: Bool,
+        pilot: Bool,
+    }
+    key: &["company_key", "observed_at"],
+    load: LoadRule::AppendOnChange,
+}
+
+pub static FEED: Feed = Feed {
+    name: "regulation",
+    route: "/api/v1/companies/{company}/regulation",
+    auth: true,
+    tables: &[&REGULATION_ACTIONS, &REGULATION_COVERAGE],
+    fetch: Fetch::PerCompany(PerCompany {
+        query: None,
+        read: read_page,
+        absent_on_404: false,
+    }),
+    params: &[],
+    check: nothing_more,
+};
+
+/// `regulation_actions` (the company's whole set, replacing what was stored)
+/// and a `regulation_coverage` observation; the checkpoint is the day read.
+fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, String> {
+    let page: RegulationPage = parse_body(body)?;
+    rows.replace_partition(&REGULATION_ACTIONS, company_key);
+    for raw in &page.executive_actions {
+        let Some(a) = rows.parse::<ExecutiveAction>(raw, "executive action") else {
+            continue;
+        };
+        for (rank, link) in a.links.iter().enumerate() {
+            let row = RegulationActionRow {
+                company_key: Some(company_key),
+                document_id: Some(&a.document_id),
+                basis: Some(&link.basis),
+                title: a.title.as_deref(),
+                published_at: a.published_at,
+                rank: Some(rank as i64 + 1),
+                evidence: link.evidence.as_deref(),
+                accession: link.accession.as_deref(),
+            };
+            rows.push(row, raw.get());
+        }
+    }
+    if let Some(raw) = page.coverage
+        && let Some(c) = rows.parse::<RegulationCoverage>(raw, "regulation coverage")
+    {
+        let row = RegulationCoverageRow {
+            company_key: Some(company_key),
+            observed_at: Some(rows.fetched_at),
+            documents_read: c.documents_read,
+            documents_total: c.documents_total,
+            complete: c.complete,
+            pilot: c.pilot,
+        };
+        rows.push(row, raw.get());
+    }
+    Ok(Some(rows.fetched_at.date_naive()))
+}

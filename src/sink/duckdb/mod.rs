@@ -1,0 +1,235 @@
+//! The embedded DuckDB warehouse: DDL derived from [`crate::tables`], batches
+//! appended to a staging table through the Arrow appender, then merged by the
+//! table's load rule in the same transaction that moves the checkpoint. A large
+//! batch whose keys are all new and distinct (a backfill's) skips the staging
+//! table: only its keys are staged, to make sure, and its rows are appended.
+
+mod held;
+mod load;
+mod merge;
+pub mod reader;
+mod reads;
+mod schema;
+mod settings;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use duckdb::Connection;
+
+use self::held::Held;
+use self::merge::Merge;
+use self::settings::{PAUSE_MERGES, ROW_GROUP_ROWS, STATEMENT_CACHE, WAREHOUSE_ALIAS, set_checkpoint_threshold};
+pub use self::settings::{REOPEN_AFTER_ROWS, Settings};
+use super::SinkError;
+
+pub struct DuckDbSink {
+    conn: Connection,
+    path: PathBuf,
+    /// Each table's merge statements, built once: their text never changes
+    /// (the commit number is a parameter), so each is parsed once and kept
+    /// prepared. DuckDB 2 still plans it again at every execution, which is
+    /// why a backfill commits several pages at once (BENCHMARKS.md, ingest).
+    merges: HashMap<&'static str, Merge>,
+    /// The memory limit set, named when DuckDB runs out of it.
+    memory_limit_mb: u64,
+    /// Rows staged since the file was opened, and how many call for a reopen
+    /// ([`DuckDbSink::wants_reopen`]).
+    rows_since_open: usize,
+    reopen_after_rows: usize,
+    /// Bulk commits loaded in a transaction left open ([`DuckDbSink::commit_held`]).
+    held: Option<Held>,
+    /// Whether bulk commits may be held: [`Settings::holds_bulk_commits`].
+    holds_bulk_commits: bool,
+    /// The `checkpoint_threshold` set ([`Settings::checkpoint_threshold_mb`]).
+    checkpoint_threshold_mb: u64,
+}
+
+/// Quotes an identifier: several contract names (`at`, `date`, `type`) are keywords.
+pub fn ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Whether DuckDB refused to open a file because another process has it
+/// (worth waiting for), rather than for a lasting reason.
+pub fn held_by_another_process(message: &str) -> bool {
+    message.contains("Conflicting lock") || message.contains("Could not set lock")
+}
+
+/// DuckDB's message for a file another process holds names the process
+/// deep inside; say plainly what it means and what to do.
+fn explain_open_error(message: &str) -> String {
+    if held_by_another_process(message) {
+        format!(
+            "another process has the database file open ({message}). Close it (a reader should open the file \
+             read-only, and only while fdsync is idle: see docs/operations.md), then run again."
+        )
+    } else if ["Permission denied", "Operation not permitted", "Read-only file system"]
+        .iter()
+        .any(|m| message.contains(m))
+    {
+        format!(
+            "{message}. fdsync must be able to write the file and create files beside it (its .wal and \
+             .lock); check the permissions, that the disk is not mounted read-only, and `lsattr` for an \
+             immutable flag, then run again; nothing stored was changed."
+        )
+    } else {
+        message.to_owned()
+    }
+}
+
+/// A connection to the warehouse at `path` that writes row groups of
+/// [`ROW_GROUP_ROWS`]. The file is attached rather than opened, as only
+/// ATTACH takes a row group size. Small pods hold no bulk commits, so no
+/// commit of theirs fills a row group: they open the file directly and keep
+/// DuckDB's size, and with it half as many row groups, of which DuckDB keeps
+/// what it knows in memory while the file is open ([`REOPEN_AFTER_ROWS`]).
+/// At 32 MiB the two peaked within the runs' spread of each other
+/// (BENCHMARKS.md, Memory). An in-memory database spills into `.tmp` in
+/// the working directory, which a service may not be able to write, so the
+/// file's own place (`<file>.tmp`, where DuckDB spills for a file opened
+/// directly) is set again.
+fn attach_with_row_groups(path: &Path) -> Result<Connection, String> {
+    let file = path
+        .to_str()
+        .ok_or("the path is not valid UTF-8, which DuckDB needs; set `[warehouse] duckdb` to a UTF-8 path")?;
+    let conn = Connection::open_in_memory().map_err(|e| e.to_string())?;
+    conn.execute_batch(&format!(
+        "ATTACH {} AS {WAREHOUSE_ALIAS} (ROW_GROUP_SIZE {ROW_GROUP_ROWS}); USE {WAREHOUSE_ALIAS}; \
+         SET temp_directory = {};",
+        sql_string(file),
+        sql_string(&format!("{file}.tmp"))
+    ))
+    .map_err(|e| explain_open_error(&e.to_string()))?;
+    Ok(conn)
+}
+
+/// A SQL list of string literals, for `IN (...)`: DuckDB binds no list
+/// parameter to `IN`, and keys come from the service, so each is escaped.
+pub fn string_list(values: &[String]) -> String {
+    let quoted: Vec<String> = values.iter().map(|v| sql_string(v)).collect();
+    quoted.join(", ")
+}
+
+/// `value` as a SQL string literal.
+fn sql_string(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
+pub(crate) fn sql_err<'a>(table: &'a str, context: &'static str) -> impl FnOnce(duckdb::Error) -> SinkError + 'a {
+    move |source| SinkError::Sql {
+        table: table.to_owned(),
+        context,
+        source,
+    }
+}
+
+/// Every row carries the commit that last wrote it: what changed since a
+/// commit is then one range scan, which the lake publisher reads. Commits run
+/// one at a time on the writer thread, so the sequence is also commit order.
+pub const COMMIT_SEQ: &str = "_commit_seq";
+
+/// The partitions a [`LoadRule::Replace`] commit replaced, even those left
+/// empty: rows deleted leave no row behind to say so.
+pub const REPLACED_LOG: &str = "_sync_replaced";
+
+impl DuckDbSink {
+    /// # Errors
+    /// When the directory or file cannot be created or opened, or the schema
+    /// cannot be created.
+    pub fn open(path: &Path, settings: &Settings) -> Result<DuckDbSink, SinkError> {
+        let open_err = |message: String| SinkError::Open {
+            path: path.to_owned(),
+            message,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| open_err(format!("creating {}: {e}", dir.display())))?;
+        }
+        let sink = Self::reopen(path, settings)?;
+        sink.create_schema()?;
+        Ok(sink)
+    }
+
+    /// Opens a warehouse whose schema this process already created.
+    ///
+    /// # Errors
+    /// When the file cannot be opened; a file held by another process is named as such.
+    pub fn reopen(path: &Path, settings: &Settings) -> Result<DuckDbSink, SinkError> {
+        let open_err = |message: String| SinkError::Open {
+            path: path.to_owned(),
+            message,
+        };
+        let conn = if settings.holds_bulk_commits() {
+            attach_with_row_groups(path).map_err(open_err)?
+        } else {
+            Connection::open(path).map_err(|e| open_err(explain_open_error(&e.to_string())))?
+        };
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        conn.execute_batch(&format!(
+            "SET memory_limit = '{}MiB'; SET threads = {}; {};",
+            settings.memory_limit_mb.max(16),
+            settings.threads.max(1),
+            set_checkpoint_threshold(settings.checkpoint_threshold_mb())
+        ))
+        .map_err(|e| SinkError::Open {
+            path: path.to_owned(),
+            message: format!("setting the memory limit, threads and checkpoint threshold: {e}"),
+        })?;
+        Ok(DuckDbSink {
+            conn,
+            path: path.to_owned(),
+            merges: HashMap::new(),
+            memory_limit_mb: settings.memory_limit_mb.max(16),
+            rows_since_open: 0,
+            reopen_after_rows: settings.reopen_after_rows,
+            held: None,
+            holds_bulk_commits: settings.holds_bulk_commits(),
+            checkpoint_threshold_mb: settings.checkpoint_threshold_mb(),
+        })
+    }
+
+    /// Whether this connection has committed enough rows to be closed and
+    /// opened again ([`REOPEN_AFTER_ROWS`]).
+    pub fn wants_reopen(&self) -> bool {
+        self.held.is_none() && self.rows_since_open >= self.reopen_after_rows
+    }
+
+    /// Closes the file to open it again. Its closing checkpoint leaves row
+    /// groups unmerged, as a bulk commit's does: merging them at every reopen
+    /// compressed a backfill's rows again each time (8 and 12 s for the two
+    /// reopens of a million news items, against nothing). The next checkpoint
+    /// of a small commit, or the close at the end, merges them once.
+    pub fn close_for_reopen(self) {
+        if let Err(e) = self.conn.execute_batch(PAUSE_MERGES) {
+            tracing::warn!(message = "Could not pause row-group merges before reopening.", error = %e);
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The rows of `sql` with one text parameter, each read by `row`;
+    /// failures name `table` and `context`.
+    ///
+    /// # Errors
+    /// When the query cannot be prepared or run, or a row cannot be read.
+    pub fn rows<T, C: FromIterator<T>>(
+        &self,
+        (table, context): (&'static str, &'static str),
+        sql: &str,
+        param: &str,
+        row: impl FnMut(&duckdb::Row<'_>) -> duckdb::Result<T>,
+    ) -> Result<C, SinkError> {
+        let mut stmt = self.conn.prepare(sql).map_err(sql_err(table, context))?;
+        let rows = stmt.query_map([param], row).map_err(sql_err(table, context))?;
+        rows.collect::<Result<C, _>>().map_err(sql_err(table, context))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,188 @@
+//! A read-only view of the warehouse's bookkeeping tables, for `fdsync
+//! status`: it opens the file without writing, waiting a while for a
+//! writer that holds it to let go.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use duckdb::{AccessMode, Connection};
+use serde::Serialize;
+
+use super::{held_by_another_process, sql_err};
+use crate::sink::SinkError;
+use crate::sink::lock::Holder;
+
+/// How long a reader waits for a writer to let go of the file (it does after
+/// a second idle).
+const BUSY_WAIT: Duration = Duration::from_secs(15);
+
+/// A pipeline's newest `_sync_runs` row.
+#[derive(Debug, Serialize)]
+pub struct LastRun {
+    pub run_id: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub status: String,
+    pub requests: i64,
+    pub rows_written: i64,
+    pub error: Option<String>,
+}
+
+/// A key's `_sync_quota` row: the last window the service reported.
+#[derive(Debug, Serialize)]
+pub struct QuotaStatus {
+    /// A one-way fingerprint of the key, never the key.
+    pub key_id: String,
+    pub observed_at: DateTime<Utc>,
+    pub window: Option<String>,
+    pub limit: Option<i64>,
+    pub remaining: Option<i64>,
+    pub reset_at: Option<DateTime<Utc>>,
+    pub rate_limit: Option<i64>,
+    pub rate_remaining: Option<i64>,
+}
+
+/// A pipeline's most recently moved checkpoint: partition, cursor, when.
+pub type NewestCheckpoint = (String, String, DateTime<Utc>);
+
+pub struct BookkeepingReader {
+    conn: Connection,
+}
+
+impl BookkeepingReader {
+    /// Opens the warehouse at `path` read-only; `writer`, when known, is
+    /// named if it keeps the file for longer than a reader waits.
+    ///
+    /// # Errors
+    /// When the file cannot be opened, or stays held by a writer.
+    pub fn open(path: &Path, writer: Option<&Holder>) -> Result<BookkeepingReader, SinkError> {
+        let started = Instant::now();
+        let open_err = |message: String| SinkError::Open {
+            path: path.to_owned(),
+            message,
+        };
+        loop {
+            let config = duckdb::Config::default()
+                .access_mode(AccessMode::ReadOnly)
+                .map_err(|e| open_err(e.to_string()))?;
+            match Connection::open_with_flags(path, config) {
+                Ok(conn) => return Ok(BookkeepingReader { conn }),
+                Err(e) if held_by_another_process(&e.to_string()) && started.elapsed() < BUSY_WAIT => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => {
+                    let who = writer.map_or_else(|| "another process".to_owned(), |h| h.to_string());
+                    return Err(open_err(format!(
+                        "{e}. {who} has kept it open for writing for over {} s; try again when it is idle \
+                         (see docs/operations.md)",
+                        BUSY_WAIT.as_secs()
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Each pipeline's newest run.
+    ///
+    /// # Errors
+    /// When `_sync_runs` cannot be read.
+    pub fn last_runs(&self) -> Result<HashMap<String, LastRun>, SinkError> {
+        let err = || sql_err("_sync_runs", "reading the last runs");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT pipeline, run_id, started_at, finished_at, status, requests, rows_written, error
+                 FROM _sync_runs QUALIFY row_number() OVER (PARTITION BY pipeline ORDER BY started_at DESC) = 1",
+            )
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    LastRun {
+                        run_id: r.get(1)?,
+                        started_at: r.get(2)?,
+                        finished_at: r.get(3)?,
+                        status: r.get(4)?,
+                        requests: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+                        rows_written: r.get::<_, Option<i64>>(6)?.unwrap_or(0),
+                        error: r.get(7)?,
+                    },
+                ))
+            })
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
+    /// When each pipeline last finished a run `ok`.
+    ///
+    /// # Errors
+    /// When `_sync_runs` cannot be read.
+    pub fn last_ok(&self) -> Result<HashMap<String, DateTime<Utc>>, SinkError> {
+        let err = || sql_err("_sync_runs", "reading the last ok runs");
+        let mut stmt = self
+            .conn
+            .prepare("SELECT pipeline, max(finished_at) FROM _sync_runs WHERE status = 'ok' GROUP BY pipeline")
+            .map_err(err())?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
+    /// Per pipeline: how many partitions, and the most recently moved one.
+    ///
+    /// # Errors
+    /// When `_sync_checkpoints` cannot be read.
+    pub fn newest_checkpoints(&self) -> Result<HashMap<String, (u64, Option<NewestCheckpoint>)>, SinkError> {
+        let err = || sql_err("_sync_checkpoints", "reading the checkpoints");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT pipeline, count(*) OVER (PARTITION BY pipeline), \"partition\", cursor, updated_at
+                 FROM _sync_checkpoints
+                 QUALIFY row_number() OVER (PARTITION BY pipeline ORDER BY updated_at DESC, \"partition\") = 1",
+            )
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    (r.get::<_, i64>(1)? as u64, Some((r.get(2)?, r.get(3)?, r.get(4)?))),
+                ))
+            })
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
+    /// The last window each key was seen with, newest first.
+    ///
+    /// # Errors
+    /// When `_sync_quota` cannot be read.
+    pub fn quota(&self) -> Result<Vec<QuotaStatus>, SinkError> {
+        let err = || sql_err("_sync_quota", "reading the quota ledger");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT key_id, observed_at, quota_window, quota_limit, quota_remaining, quota_reset_at,
+                        rate_limit, rate_remaining
+                 FROM _sync_quota ORDER BY observed_at DESC",
+            )
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(QuotaStatus {
+                    key_id: r.get(0)?,
+                    observed_at: r.get(1)?,
+                    window: r.get(2)?,
+                    limit: r.get(3)?,
+                    remaining: r.get(4)?,
+                    reset_at: r.get(5)?,
+                    rate_limit: r.get(6)?,
+                    rate_remaining: r.get(7)?,
+                })
+            })
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+}

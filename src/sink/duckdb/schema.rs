@@ -1,0 +1,86 @@
+//! The warehouse's schema: every table of the catalogue, the commit log,
+//! and the point-in-time macro views.
+
+use super::{COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, sql_err};
+use crate::feeds;
+use crate::sink::SinkError;
+
+/// Point-in-time views over `macro_observations` (warehouse contract).
+///
+/// `macro_latest`: per period, the newest vintage; of two values served under
+/// one vintage (a restatement), the one seen last.
+///
+/// `macro_as_of(ts)`: per period, the newest vintage published on or before
+/// `ts`; of its values, the last one fdsync had seen by `ts`, or the first one
+/// it ever saw when it first looked later (a backfill of old vintages).
+/// `ts`'s date is read from its text form (UTC), since the bundled DuckDB has
+/// no ICU time-zone extension for a TIMESTAMPTZ-to-DATE cast (and must not try
+/// to download one).
+pub(super) const MACRO_VIEWS: &str = "
+CREATE OR REPLACE VIEW macro_latest AS
+SELECT * FROM macro_observations
+QUALIFY row_number() OVER (PARTITION BY country, series_key, period ORDER BY vintage DESC, first_seen_at DESC) = 1;
+CREATE OR REPLACE MACRO macro_as_of(ts) AS TABLE
+SELECT * FROM macro_observations
+WHERE vintage <= CAST(left(CAST(CAST(ts AS TIMESTAMPTZ) AS VARCHAR), 10) AS DATE)
+QUALIFY row_number() OVER (
+    PARTITION BY country, series_key, period
+    ORDER BY vintage DESC,
+             CASE WHEN first_seen_at <= CAST(ts AS TIMESTAMPTZ) THEN first_seen_at END DESC NULLS LAST,
+             first_seen_at ASC) = 1;
+";
+
+pub(super) const COMMIT_LOG: &str = "
+CREATE SEQUENCE IF NOT EXISTS _sync_commit_seq START 1;
+CREATE TABLE IF NOT EXISTS _sync_replaced (
+    _commit_seq BIGINT NOT NULL, table_name VARCHAR NOT NULL, \"partition\" VARCHAR NOT NULL
+);
+";
+
+impl DuckDbSink {
+    pub(super) fn create_schema(&self) -> Result<(), SinkError> {
+        for table in feeds::catalogue() {
+            let mut cols: Vec<String> = table
+                .all_columns()
+                .map(|c| {
+                    let not_null = if table.key.contains(&c.name) { " NOT NULL" } else { "" };
+                    let compression = if c.name == "raw" && table.zstd_raw {
+                        " USING COMPRESSION zstd"
+                    } else {
+                        ""
+                    };
+                    format!("{} {}{compression}{not_null}", ident(c.name), c.ty.sql())
+                })
+                .collect();
+            // Only the bookkeeping tables declare their key. A data table's
+            // key is kept by the loads, as in the Parquet sink: each stages its
+            // rows once per key and merges them with `MERGE INTO`, which joins
+            // whether or not an index exists and costs the same either way.
+            // DuckDB keeps a declared key in an ART index, inserted twice per
+            // row (the transaction's own, then the table's at commit): 17% of
+            // a price backfill's time (BENCHMARKS.md, Ingest), for no faster
+            // merges. Warehouses made before keep their keys; the loads work
+            // on both.
+            if !table.key.is_empty() && table.is_bookkeeping() {
+                let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
+                cols.push(format!("PRIMARY KEY ({})", key.join(", ")));
+            }
+            let ddl = format!(
+                "CREATE TABLE IF NOT EXISTS {name} ({}); ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {COMMIT_SEQ} BIGINT;",
+                cols.join(", "),
+                name = ident(table.name),
+            );
+            self.conn
+                .execute_batch(&ddl)
+                .map_err(sql_err(table.name, "creating table"))?;
+        }
+        self.conn.execute_batch(COMMIT_LOG).map_err(sql_err(
+            REPLACED_LOG,
+            "creating the commit sequence and replaced-partition log",
+        ))?;
+        self.conn
+            .execute_batch(MACRO_VIEWS)
+            .map_err(sql_err("macro_observations", "creating macro_latest and macro_as_of"))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,103 @@
+//! The writer connection's settings and the tuning constants of the load
+//! path. Each constant says why in a sentence; the measurements behind it
+//! are in the BENCHMARKS.md section it names.
+
+/// The writer connection's DuckDB settings (`[warehouse]`).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub memory_limit_mb: u64,
+    pub threads: u64,
+    /// Rows committed before the writer closes the file and opens it again
+    /// ([`REOPEN_AFTER_ROWS`] but in tests).
+    pub reopen_after_rows: usize,
+}
+
+impl Settings {
+    /// Whether bulk commits may be held in one transaction until it fills
+    /// the warehouse's row groups ([`DuckDbSink::commit_held`](super::DuckDbSink::commit_held)):
+    /// DuckDB keeps the held keys' index entries in memory until it commits.
+    pub fn holds_bulk_commits(&self) -> bool {
+        self.memory_limit_mb >= HOLD_FROM_MB
+    }
+
+    /// The WAL size at which DuckDB checkpoints: half the memory limit from
+    /// 64 MiB, since each checkpoint makes the next one compress a row group
+    /// again; DuckDB's own 16 MiB below, where more ran out of memory
+    /// (BENCHMARKS.md, Ingest).
+    pub fn checkpoint_threshold_mb(&self) -> u64 {
+        if self.memory_limit_mb >= 64 {
+            self.memory_limit_mb / 2
+        } else {
+            16
+        }
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            memory_limit_mb: crate::config::DEFAULT_MEMORY_LIMIT_MB,
+            threads: crate::config::DEFAULT_DUCKDB_THREADS,
+            reopen_after_rows: REOPEN_AFTER_ROWS,
+        }
+    }
+}
+
+/// The fewest rows a merge statement takes when a batch is sliced: below
+/// this a statement's fixed cost outweighs the memory it saves.
+pub(super) const MIN_SLICE_ROWS: usize = 256;
+
+/// The fewest staged rows worth probing for stored keys before a plain
+/// append: below it the probe's fixed cost outweighs the merge it saves
+/// (BENCHMARKS.md, Ingest).
+pub(super) const MIN_PROBE_ROWS: usize = 100;
+
+/// The fewest staged rows that make a transaction a bulk load, whose
+/// checkpoint is kept from merging row groups so a backfill's rows are
+/// compressed once, not at every checkpoint (BENCHMARKS.md, Ingest).
+pub(super) const BULK_ROWS: usize = 1000;
+
+/// Rows of one table, under a row group, from which a held transaction
+/// checkpoints as it commits instead of writing its rows to the WAL and
+/// compressing them later (BENCHMARKS.md, Ingest).
+pub(super) const CHECKPOINT_ON_COMMIT_ROWS: usize = 50_000;
+
+/// Stops checkpoints merging row groups, until [`RESUME_MERGES`] or the
+/// database is opened again.
+pub(super) const PAUSE_MERGES: &str = "SET GLOBAL max_vacuum_tasks = 0";
+
+pub(super) const RESUME_MERGES: &str = "RESET GLOBAL max_vacuum_tasks";
+
+/// Rows a connection commits before the writer closes the file and opens it
+/// again: an open database keeps, outside its memory limit, what it knows of
+/// every row group written (BENCHMARKS.md, Memory).
+pub const REOPEN_AFTER_ROWS: usize = 500_000;
+
+/// Rows per row group where bulk commits are held, half DuckDB's default, so
+/// that a backfill's commits are bulk appends written compressed as they
+/// load (BENCHMARKS.md, "Row groups of 61,440 rows").
+pub(super) const ROW_GROUP_ROWS: usize = 61_440;
+
+/// What the writer's connection calls the warehouse file it attaches.
+pub(super) const WAREHOUSE_ALIAS: &str = "warehouse";
+
+/// Row groups of one table that end a held transaction: with three whole
+/// ones or more between two partial ones, a checkpoint merges none
+/// (BENCHMARKS.md, Ingest).
+pub(super) const HELD_ROW_GROUPS: usize = 6;
+
+/// The most rows of a table a commit may bring to land a held transaction
+/// without it: news pages, not whole price histories (BENCHMARKS.md, Ingest).
+pub(super) const SMALL_COMMIT_ROWS: usize = ROW_GROUP_ROWS / 4;
+
+/// The smallest `memory_limit_mb` that holds bulk commits: held news
+/// backfills ran out of memory at 64 MiB (BENCHMARKS.md, Ingest).
+pub(super) const HOLD_FROM_MB: u64 = 192;
+
+/// Prepared statements kept per connection: a few per table.
+pub(super) const STATEMENT_CACHE: usize = 256;
+
+/// The statement that sets DuckDB's `checkpoint_threshold` to `mb` MiB.
+pub(super) fn set_checkpoint_threshold(mb: u64) -> String {
+    format!("SET checkpoint_threshold = '{mb}MiB'")
+}

@@ -1,0 +1,689 @@
+//! The DuckDB sink's tests, against real warehouse files.
+
+use std::path::Path;
+
+use chrono::{NaiveDate, Utc};
+use duckdb::Connection;
+
+use super::settings::*;
+use super::*;
+use crate::batch::{BatchBuilder, TableBatch, date32};
+use crate::feeds;
+use crate::sink::{Checkpoint, Commit};
+
+/// 30,000 price bars of one company on distinct days, then its first day
+/// again closing at `last_close`: the two rows of that key land in
+/// different slices at a 32 MiB limit.
+fn prices_with_a_repeat(last_close: f64) -> TableBatch {
+    price_days((0..=30_000i64).map(|i| if i == 30_000 { (0, last_close) } else { (i, 1.0) }))
+}
+
+/// One company's bars: a day's number from 1950-01-01 and its close.
+fn price_days(days: impl Iterator<Item = (i64, f64)>) -> TableBatch {
+    let table = feeds::table("prices_daily").unwrap();
+    let mut b = BatchBuilder::new(table, "run-1", Utc::now());
+    let day0 = NaiveDate::from_ymd_opt(1950, 1, 1).unwrap();
+    for (day, close) in days {
+        let date = day0 + chrono::Duration::days(day);
+        b.row()
+            .text(Some("S0001"))
+            .date(Some(date))
+            .text(Some("S1"))
+            .int(Some(i64::from(date32(date)) * 86_400_000))
+            .float(Some(1.0))
+            .float(Some(1.0))
+            .float(Some(1.0))
+            .float(Some(close))
+            .int(Some(100))
+            .end(
+                r#"{"padding":"a raw record long enough to make the batch several MiB"}"#,
+                "/x",
+            );
+    }
+    TableBatch::build(b).unwrap()
+}
+
+fn text_rows(texts: &[&str]) -> TableBatch {
+    let table = feeds::table("event_item_texts").unwrap();
+    let mut b = BatchBuilder::new(table, "run-1", Utc::now());
+    for (i, text) in texts.iter().enumerate() {
+        // Every row but the last has its own key; the last repeats the first's.
+        let accession = if i + 1 == texts.len() {
+            "0".to_owned()
+        } else {
+            i.to_string()
+        };
+        b.row()
+            .text(Some(&accession))
+            .text(Some("8.01"))
+            .text(Some("S0001"))
+            .text(Some(text))
+            .end("{}", "/x");
+    }
+    TableBatch::build(b).unwrap()
+}
+
+/// The first commit's keys are all new (a plain insert), the second's all
+/// stored (the upsert); a key staged twice keeps its last row either way.
+#[test]
+fn new_keys_and_stored_keys_both_load_by_the_tables_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    let one = |sink: &DuckDbSink, sql: &str| -> String { sink.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    let commit = |sink: &mut DuckDbSink, batch: TableBatch| {
+        sink.commit(Commit {
+            batches: vec![batch],
+            checkpoints: Vec::new(),
+        })
+        .unwrap();
+    };
+    for last_close in [7.0, 9.0] {
+        commit(&mut sink, prices_with_a_repeat(last_close));
+        assert_eq!(one(&sink, "SELECT count(*)::VARCHAR FROM prices_daily"), "30000");
+        assert_eq!(
+            one(
+                &sink,
+                "SELECT close::VARCHAR FROM prices_daily WHERE date = DATE '1950-01-01'"
+            ),
+            format!("{last_close:.1}")
+        );
+    }
+    let texts = |last: &str| {
+        let long = "x".repeat(40);
+        let mut texts = vec![long.as_str(); 2000];
+        texts.push(last);
+        text_rows(&texts)
+    };
+    for last in ["the first", "the second"] {
+        commit(&mut sink, texts(last));
+    }
+    // Insert once: the first load's last row of the key, never replaced.
+    assert_eq!(one(&sink, "SELECT count(*)::VARCHAR FROM event_item_texts"), "2000");
+    assert_eq!(
+        one(&sink, "SELECT text FROM event_item_texts WHERE accession = '0'"),
+        "the first"
+    );
+}
+
+/// A batch whose keys are all new and distinct is appended as it is, with
+/// its commit's number; one with a stored key is merged by the table's rule.
+#[test]
+fn a_batch_of_new_keys_is_appended_and_one_with_stored_keys_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    let mut commit = |days: std::ops::Range<i64>, close: f64| {
+        sink.commit(Commit {
+            batches: vec![price_days(days.map(|d| (d, close)))],
+            checkpoints: Vec::new(),
+        })
+        .unwrap()
+        .rows_written
+    };
+    assert_eq!(commit(0..2000, 1.0), 2000, "all new: appended");
+    assert_eq!(commit(1000..3000, 2.0), 2000, "half stored: merged");
+    assert_eq!(commit(3000..4000, 3.0), 1000, "all new again: appended");
+    let one = |sql: &str| -> String { sink.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        one(
+            "SELECT string_agg(close::VARCHAR || ' x' || n, ', ' ORDER BY close) FROM \
+             (SELECT close, count(*) n FROM prices_daily GROUP BY close)"
+        ),
+        "1.0 x1000, 2.0 x2000, 3.0 x1000"
+    );
+    // Each commit's rows carry its number, whichever way they went in.
+    assert_eq!(
+        one("SELECT string_agg(n::VARCHAR, ', ' ORDER BY s) FROM \
+             (SELECT _commit_seq s, count(*) n FROM prices_daily GROUP BY s)"),
+        "1000, 2000, 1000"
+    );
+    assert_eq!(
+        one(
+            "SELECT count(*)::VARCHAR FROM prices_daily WHERE json_extract_string(raw, '$.padding') IS NULL \
+             OR _run_id IS NULL OR _fetched_at IS NULL"
+        ),
+        "0"
+    );
+}
+
+/// News items' `raw` is stored with ZSTD, in both tables it goes to,
+/// loaded the way a backfill loads it; a price bar's stays DuckDB's choice.
+#[test]
+fn news_raw_records_are_stored_with_zstd_and_price_bars_with_duckdbs_choice() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    let mut rows = crate::records::Rows::new("run-1", "/api/v1/news/feed", Utc::now());
+    for n in 0..3000 {
+        let item = format!(
+            r#"{{"id":"n_{n:010}","publishedAt":"2026-11-01T00:00:00Z","firstSeenAt":"2026-11-01T00:00:01.000Z",
+            "updatedAt":"2026-11-01T00:00:01.000Z","headline":"Company {n} reports: markets update",
+            "snippet":"Company {n} shared an update on markets.","url":"https://example.invalid/news/n_{n:010}",
+            "source":{{"id":"sec_edgar","name":"SEC EDGAR","licenceClass":"public","attribution":"Source: U.S. SEC EDGAR",
+            "displayPolicy":"full"}},"tickers":["S{n}"],"ciks":["{n:010}"],"people":[],"indicators":[],
+            "topics":["markets"],"storylineId":"st_{n:08}","importance":50,"flash":false,"form":"8-K"}}"#
+        );
+        let raw = serde_json::value::RawValue::from_string(item).unwrap();
+        assert!(crate::feeds::news::read_item(&mut rows, &raw, None).is_some());
+    }
+    let mut batches = rows.into_batches().unwrap();
+    batches.push(price_days((0..3000).map(|d| (d, 1.0))));
+    sink.commit(Commit {
+        batches,
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    sink.conn.execute_batch("CHECKPOINT").unwrap();
+    let raw_compression = |table: &str| -> String {
+        sink.conn
+            .query_row(
+                &format!(
+                    "SELECT string_agg(DISTINCT compression, ', ' ORDER BY compression) FROM pragma_storage_info('{table}') \
+                     WHERE column_name = 'raw' AND segment_type <> 'VALIDITY'"
+                ),
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    assert_eq!(raw_compression("news_items"), "ZSTD");
+    assert_eq!(raw_compression("news_headline_revisions"), "ZSTD");
+    assert_ne!(raw_compression("prices_daily"), "ZSTD");
+}
+
+/// `prices_daily` as an earlier version made it: its columns in another
+/// order, its key declared.
+const OLDER_PRICES_DAILY: &str = "CREATE TABLE prices_daily (_commit_seq BIGINT, raw JSON, close DOUBLE, \
+     volume BIGINT, company_key VARCHAR NOT NULL, date DATE NOT NULL, symbol VARCHAR, t_ms BIGINT, \
+     open DOUBLE, high DOUBLE, low DOUBLE, _route VARCHAR, _run_id VARCHAR, _fetched_at TIMESTAMPTZ, \
+     PRIMARY KEY (company_key, date))";
+
+/// A warehouse at `path` whose `prices_daily` an earlier version made.
+fn open_older_warehouse(path: &Path) -> DuckDbSink {
+    Connection::open(path)
+        .unwrap()
+        .execute_batch(OLDER_PRICES_DAILY)
+        .unwrap();
+    DuckDbSink::open(path, &Settings::default()).unwrap()
+}
+
+fn primary_keys(conn: &Connection) -> String {
+    conn.query_row(
+        "SELECT coalesce(string_agg(table_name, ', ' ORDER BY table_name), '') FROM duckdb_constraints() \
+         WHERE constraint_type = 'PRIMARY KEY' AND NOT starts_with(table_name, '_sync_')",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// A new warehouse declares only the bookkeeping tables' keys; a
+/// warehouse made when entity tables declared theirs keeps them, and the
+/// same merges load it, with a key updated twice in one transaction.
+#[test]
+fn entity_keys_are_kept_by_the_loads_with_or_without_a_declared_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = DuckDbSink::open(&dir.path().join("new.duckdb"), &Settings::default()).unwrap();
+    assert_eq!(primary_keys(&fresh.conn), "", "no data table declares its key");
+    let bookkeeping: i64 = fresh
+        .conn
+        .query_row(
+            "SELECT count(*) FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY' \
+             AND table_name IN ('_sync_checkpoints', '_sync_runs')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(bookkeeping, 2);
+
+    let path = dir.path().join("older.duckdb");
+    let mut sink = open_older_warehouse(&path);
+    for close in [1.0, 2.0, 3.0] {
+        sink.commit_held(Commit {
+            batches: vec![price_days((0..2000).map(|d| (d, close)))],
+            checkpoints: Vec::new(),
+        })
+        .unwrap();
+    }
+    sink.commit_held_now().unwrap();
+    sink.commit(Commit {
+        batches: vec![price_days((1990..2010).map(|d| (d, 4.0)))],
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    let closes: String = sink
+        .conn
+        .query_row(
+            "SELECT string_agg(close::VARCHAR || ' x' || n, ', ' ORDER BY close) FROM \
+             (SELECT close, count(*) n FROM prices_daily GROUP BY close)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(closes, "3.0 x1990, 4.0 x20");
+    assert_eq!(primary_keys(&sink.conn), "prices_daily");
+}
+
+/// New rows go in by column name: a warehouse made by another version
+/// may hold the same columns in another order.
+#[test]
+fn new_rows_are_appended_by_column_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.duckdb");
+    let mut sink = open_older_warehouse(&path);
+    let written = sink
+        .commit(Commit {
+            batches: vec![price_days((0..2000).map(|d| (d, 5.0)))],
+            checkpoints: Vec::new(),
+        })
+        .unwrap()
+        .rows_written;
+    assert_eq!(written, 2000);
+    let matching: i64 = sink
+        .conn
+        .query_row(
+            "SELECT count(*) FROM prices_daily WHERE close = 5.0 AND volume = 100 AND company_key = 'S0001' \
+             AND symbol = 'S1' AND _run_id = 'run-1' AND _route = '/x' AND _commit_seq IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(matching, 2000);
+}
+
+/// Whether the writer's connection is still the one that created the
+/// temp table `marker` (a temp table lives as long as its connection).
+async fn first_connection(sink: &crate::sink::SinkHandle) -> bool {
+    sink.call(|s| {
+        s.connection().query_row(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'marker'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap()
+        == 1
+}
+
+#[tokio::test]
+async fn the_writer_opens_the_file_again_after_enough_rows_and_keeps_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = crate::sink::SinkOptions {
+        duckdb: Settings {
+            reopen_after_rows: 1_000,
+            ..Settings::default()
+        },
+        ..crate::sink::SinkOptions::default()
+    };
+    let sink = crate::sink::SinkHandle::open_duckdb_with(dir.path().join("w.duckdb"), options)
+        .await
+        .unwrap();
+    sink.call(|s| s.connection().execute_batch("CREATE TEMP TABLE marker (x INT)"))
+        .await
+        .unwrap()
+        .unwrap();
+    let days = |range: std::ops::Range<i64>| Commit {
+        batches: vec![price_days(range.map(|day| (day, 1.0)))],
+        checkpoints: Vec::new(),
+    };
+    let stored = || {
+        sink.call(|s| {
+            s.connection().query_row(
+                "SELECT count(*), current_setting('max_vacuum_tasks') FROM prices_daily",
+                [],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+            )
+        })
+    };
+    sink.commit(days(0..600)).await.unwrap();
+    assert!(first_connection(&sink).await, "600 rows: not yet");
+    sink.commit(days(600..1_200)).await.unwrap();
+    assert!(!first_connection(&sink).await, "1,200 rows: opened again");
+    // Every row is there, and the pause the reopen set for its closing
+    // checkpoint did not outlive it.
+    assert_eq!(stored().await.unwrap().unwrap(), (1_200, 100));
+    sink.commit(days(1_200..1_300)).await.unwrap();
+    assert_eq!(stored().await.unwrap().unwrap(), (1_300, 100));
+    sink.close().await;
+}
+
+/// With a checkpoint at every commit: the row groups two bulk loads
+/// leave stay apart, and the next small commit's checkpoint merges them.
+#[test]
+fn a_bulk_load_leaves_row_groups_for_the_next_small_commit_to_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    sink.conn.execute_batch("SET checkpoint_threshold = '1KB'").unwrap();
+    let table = feeds::table("event_item_texts").unwrap();
+    let mut commit_texts = |from: usize, count: usize| {
+        let mut b = BatchBuilder::new(table, "run-1", Utc::now());
+        for accession in from..from + count {
+            b.row()
+                .text(Some(&accession.to_string()))
+                .text(Some("8.01"))
+                .text(Some("S0001"))
+                .text(Some("an item's text"))
+                .end("{}", "/x");
+        }
+        sink.commit(Commit {
+            batches: vec![TableBatch::build(b).unwrap()],
+            checkpoints: Vec::new(),
+        })
+        .unwrap();
+        sink.conn
+            .query_row(
+                "SELECT count(DISTINCT row_group_id)::VARCHAR || ' row groups, ' || \
+                 current_setting('max_vacuum_tasks')::VARCHAR || ' vacuum tasks' \
+                 FROM pragma_storage_info('event_item_texts')",
+                [],
+                |r| r.get::<_, String>(0),
+            )
+            .unwrap()
+    };
+    assert_eq!(commit_texts(0, BULK_ROWS), "1 row groups, 100 vacuum tasks");
+    assert_eq!(commit_texts(BULK_ROWS, BULK_ROWS), "2 row groups, 100 vacuum tasks");
+    // Enough rows for the commit's log to pass the 1 KB threshold.
+    assert_eq!(commit_texts(2 * BULK_ROWS, 100), "1 row groups, 100 vacuum tasks");
+}
+
+/// Held commits land together, with their checkpoints: a writer that
+/// stops before they land (a crash) leaves neither their rows nor their
+/// checkpoints, and one that lands them leaves both.
+#[test]
+fn held_commits_land_together_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.duckdb");
+    let commit = |days: std::ops::Range<i64>, cursor: &str| Commit {
+        batches: vec![price_days(days.map(|d| (d, 1.0)))],
+        checkpoints: vec![Checkpoint {
+            pipeline: "prices".into(),
+            partition: "S0001".into(),
+            cursor: cursor.into(),
+        }],
+    };
+    let stored = |path: &Path| {
+        let sink = DuckDbSink::open(path, &Settings::default()).unwrap();
+        let rows: i64 = sink
+            .conn
+            .query_row("SELECT count(*) FROM prices_daily", [], |r| r.get(0))
+            .unwrap();
+        let cursor = sink.checkpoints("prices").unwrap().remove("S0001").map(|c| c.cursor);
+        (rows, cursor)
+    };
+    let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+    sink.commit_held(commit(0..2000, "a")).unwrap();
+    sink.commit_held(commit(2000..4000, "b")).unwrap();
+    assert_eq!(
+        sink.held.as_ref().map(|h| (h.commits, h.checkpoints.len())),
+        Some((2, 2)),
+        "both held, their checkpoints loaded when they land"
+    );
+    drop(sink);
+    assert_eq!(stored(&path), (0, None), "a crash loses them whole");
+
+    let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+    sink.commit_held(commit(0..2000, "a")).unwrap();
+    sink.commit_held(commit(2000..4000, "b")).unwrap();
+    sink.commit_held_now().unwrap();
+    assert!(sink.held.is_none());
+    drop(sink);
+    assert_eq!(
+        stored(&path),
+        (4000, Some("b".to_owned())),
+        "landed: rows and checkpoint"
+    );
+
+    // A small pod's writer does not hold: each commit lands at once.
+    let small = Settings {
+        memory_limit_mb: 64,
+        ..Settings::default()
+    };
+    let mut sink = DuckDbSink::open(&path, &small).unwrap();
+    sink.commit_held(commit(4000..6000, "c")).unwrap();
+    assert!(sink.held.is_none());
+}
+
+/// A writer that runs out of memory on a commit it could hold reports it,
+/// rolled back, and commits each load on its own from then on.
+#[test]
+fn a_writer_out_of_memory_while_holding_stops_holding() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    let commit = |from: i64| Commit {
+        batches: vec![price_days((from..from + 100_000).map(|d| (d, 1.0)))],
+        checkpoints: Vec::new(),
+    };
+    sink.conn.execute_batch("SET memory_limit = '1MiB'").unwrap();
+    let failed = sink.commit_held(commit(0)).unwrap_err();
+    assert!(matches!(failed, SinkError::OutOfMemory { .. }), "{failed}");
+    assert!(sink.held.is_none() && !sink.holds_bulk_commits);
+    sink.conn.execute_batch("SET memory_limit = '256MiB'").unwrap();
+    let stored = |sink: &DuckDbSink| -> i64 {
+        sink.conn
+            .query_row("SELECT count(*) FROM prices_daily", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(stored(&sink), 0, "rolled back");
+    sink.commit_held(commit(0)).unwrap();
+    assert!(sink.held.is_none(), "committed on its own");
+    assert_eq!(stored(&sink), 100_000);
+}
+
+/// A held transaction commits once a table holds six row groups, and
+/// a checkpoint (merges allowed) leaves the row groups it wrote as they
+/// are. Committed one by one, each of these loads ended in a partial row
+/// group, and the checkpoint merged them.
+#[test]
+fn held_commits_land_in_row_groups_no_checkpoint_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    let mut held_after = |from: i64| {
+        let days = (from..from + 150_000).map(|d| (d, 1.0));
+        sink.commit_held(Commit {
+            batches: vec![price_days(days)],
+            checkpoints: Vec::new(),
+        })
+        .unwrap();
+        sink.held.as_ref().map_or(0, |h| h.commits)
+    };
+    assert_eq!(held_after(0), 1);
+    assert_eq!(held_after(150_000), 2);
+    assert_eq!(held_after(300_000), 0, "450,000 rows: six row groups and more");
+    sink.conn.execute_batch("FORCE CHECKPOINT").unwrap();
+    assert_eq!(
+        price_row_groups(&sink.conn),
+        "61440, 61440, 61440, 61440, 61440, 61440, 61440, 19920"
+    );
+}
+
+/// The rows of each of `prices_daily`'s row groups, in order.
+fn price_row_groups(conn: &Connection) -> String {
+    conn.query_row(
+        "SELECT string_agg(n::VARCHAR, ', ' ORDER BY g) FROM (SELECT row_group_id g, \
+         sum(count) FILTER (WHERE column_path = '[1]') n FROM pragma_storage_info('prices_daily') GROUP BY g)",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_checkpoint_threshold_follows_the_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    for (memory_limit_mb, expected) in [(256, "128.0 MiB"), (64, "32.0 MiB"), (48, "16.0 MiB")] {
+        let settings = Settings {
+            memory_limit_mb,
+            ..Settings::default()
+        };
+        let sink = DuckDbSink::open(&dir.path().join(format!("w{memory_limit_mb}.duckdb")), &settings).unwrap();
+        let threshold: String = sink
+            .conn
+            .query_row("SELECT current_setting('checkpoint_threshold')", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(threshold, expected, "memory_limit_mb = {memory_limit_mb}");
+    }
+}
+
+/// Small held commits land before one would take a table past six
+/// row groups, so a landing ends with a nearly full row group, not a
+/// few rows in one of their own that a later vacuum would merge.
+#[test]
+fn small_held_commits_land_before_they_pass_six_row_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    for first in (0..400_000i64).step_by(10_000) {
+        sink.commit_held(Commit {
+            batches: vec![price_days((first..first + 10_000).map(|d| (d, 1.0)))],
+            checkpoints: Vec::new(),
+        })
+        .unwrap();
+    }
+    sink.commit_held_now().unwrap();
+    let counts: Vec<i64> = {
+        let mut stmt = sink
+            .conn
+            .prepare(
+                "SELECT sum(count)::BIGINT FROM pragma_storage_info('prices_daily') \
+                 WHERE column_name = 'date' AND segment_type = 'DATE' GROUP BY row_group_id ORDER BY row_group_id",
+            )
+            .unwrap();
+        stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    };
+    assert_eq!(counts.iter().sum::<i64>(), 400_000, "{counts:?}");
+    let (last, before) = counts.split_last().unwrap();
+    assert!(*last > 0);
+    assert!(
+        before.iter().all(|c| *c as usize >= ROW_GROUP_ROWS * 3 / 4),
+        "a row group under three quarters full before the last: {counts:?}"
+    );
+}
+
+/// The writer attaches the file with the warehouse's row group size and
+/// spills beside it. A held landing of more than a row group goes into
+/// the file as whole row groups, its WAL naming them rather than holding
+/// the rows, and DuckDB opened on the file directly reads them. A small
+/// pod's writer keeps DuckDB's row groups.
+#[test]
+fn the_warehouse_is_attached_with_its_row_group_size_and_spills_beside_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.duckdb");
+    let row_groups = |path: &Path| price_row_groups(&Connection::open(path).unwrap());
+    let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+    let spill: String = sink
+        .conn
+        .query_row("SELECT current_setting('temp_directory')", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(spill, format!("{}.tmp", path.display()));
+    sink.commit_held(Commit {
+        batches: vec![price_days((0..100_000).map(|d| (d, 1.0)))],
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    sink.commit_held_now().unwrap();
+    let wal_bytes = std::fs::metadata(dir.path().join("w.duckdb.wal")).map_or(0, |m| m.len());
+    assert!(
+        wal_bytes < 64 * 1024,
+        "the landing's rows went through the WAL: {wal_bytes} bytes"
+    );
+    drop(sink);
+    assert_eq!(row_groups(&path), "61440, 38560");
+
+    let small = dir.path().join("small.duckdb");
+    let settings = Settings {
+        memory_limit_mb: 64,
+        ..Settings::default()
+    };
+    let mut sink = DuckDbSink::open(&small, &settings).unwrap();
+    sink.commit(Commit {
+        batches: vec![price_days((0..100_000).map(|d| (d, 1.0)))],
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    drop(sink);
+    assert_eq!(row_groups(&small), "100000");
+}
+
+/// A held transaction with fewer rows than a row group, which DuckDB
+/// would write row by row to its WAL, lands with a checkpoint instead:
+/// the WAL stays empty, the rows are in the file, and the configured
+/// threshold is back for the commits after it.
+#[test]
+fn a_held_landing_under_a_row_group_checkpoints_instead_of_writing_the_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.duckdb");
+    let wal_bytes = || std::fs::metadata(dir.path().join("w.duckdb.wal")).map_or(0, |m| m.len());
+    let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+    for days in [0..30_000, 30_000..60_000] {
+        sink.commit_held(Commit {
+            batches: vec![price_days(days.map(|d| (d, 1.0)))],
+            checkpoints: Vec::new(),
+        })
+        .unwrap();
+    }
+    sink.commit_held_now().unwrap();
+    assert!(
+        wal_bytes() < 64 * 1024,
+        "the landing went through the WAL: {} bytes",
+        wal_bytes()
+    );
+    let setting = |sink: &DuckDbSink| -> String {
+        sink.conn
+            .query_row("SELECT current_setting('checkpoint_threshold')", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(setting(&sink), "128.0 MiB");
+    // A small commit after it goes to the WAL as before.
+    sink.commit(Commit {
+        batches: vec![price_days((60_000..60_010).map(|d| (d, 1.0)))],
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    assert!(wal_bytes() > 0, "a small commit checkpointed");
+    drop(sink);
+    let sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+    let rows: i64 = sink
+        .conn
+        .query_row("SELECT count(*) FROM prices_daily", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 60_010);
+}
+
+#[test]
+fn a_batch_merged_in_slices_keeps_the_last_row_of_each_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        memory_limit_mb: 32,
+        ..Settings::default()
+    };
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &settings).unwrap();
+    let prices = prices_with_a_repeat(7.0);
+    let table = prices.table;
+    assert!(
+        sink.slices(table, prices.batch.clone()).len() > 1,
+        "the batch is sliced"
+    );
+    let long = "x".repeat(400);
+    let mut texts = vec![long.as_str(); 20_000];
+    texts.push("the last one");
+    let texts = text_rows(&texts);
+    assert!(
+        sink.slices(texts.table, texts.batch.clone()).len() > 1,
+        "the batch is sliced"
+    );
+    sink.commit(Commit {
+        batches: vec![prices, texts],
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    let one = |sql: &str| -> String { sink.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(one("SELECT count(*)::VARCHAR FROM prices_daily"), "30000");
+    assert_eq!(
+        one("SELECT close::VARCHAR FROM prices_daily WHERE date = DATE '1950-01-01'"),
+        "7.0"
+    );
+    assert_eq!(one("SELECT count(*)::VARCHAR FROM event_item_texts"), "20000");
+    assert_eq!(
+        one("SELECT text FROM event_item_texts WHERE accession = '0'"),
+        "the last one"
+    );
+}

@@ -1,0 +1,79 @@
+//! How the sync side should group its commits for this warehouse: what the
+//! sink's tuning asks of the writer's callers, derived from one setting,
+//! `[warehouse] memory_limit_mb`.
+
+use std::time::Duration;
+
+/// Responses (companies, filings, series) committed in one transaction at
+/// most by default: enough to spread a commit's fixed cost, few enough that
+/// a crash re-reads little (BENCHMARKS.md, Ingest).
+pub const COMMIT_GROUP: usize = 10;
+
+/// How the sync side groups what it fetched into commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitPolicy {
+    /// Responses of the plain per-company or per-document pipelines per commit.
+    pub group: usize,
+    /// News pages per commit: DuckDB holds a transaction's rows and index
+    /// entries in memory until it commits (BENCHMARKS.md, Ingest).
+    pub page_group: usize,
+    /// Companies per commit of the per-company pipelines: thirty whole price
+    /// histories fill a row group, written straight into the file
+    /// (BENCHMARKS.md, Ingest).
+    pub company_group: usize,
+    /// Groups the fetch side may run ahead of the writer, so fetching goes on
+    /// while DuckDB compresses a full row group (BENCHMARKS.md, "The
+    /// emulator, the storage of `raw`, and read-ahead").
+    pub groups_ahead: usize,
+    /// Rows fetched and not yet committed, at most, in KiB of values: a
+    /// quarter of the memory limit (BENCHMARKS.md, Memory).
+    pub in_flight_kib: u32,
+    /// Rows a response must bring for its commit to be held open for the
+    /// next ones: a backfill's pages are, a poll's few rows are not.
+    pub bulk_response_rows: usize,
+    /// Rows a group of bulk responses waits for before it commits: a commit
+    /// of three pages kept the writer busy with fixed costs (BENCHMARKS.md, Ingest).
+    pub bulk_group_rows: usize,
+    /// How long such a group waits for the next response: bounded, since the
+    /// fetch side may be waiting for room only a commit gives back.
+    pub bulk_group_wait: Duration,
+}
+
+impl CommitPolicy {
+    /// The policy for a writer limited to `memory_limit_mb`.
+    pub fn for_memory_limit_mb(memory_limit_mb: u64) -> CommitPolicy {
+        let scaled = |per: u64, low: usize, high: usize| {
+            usize::try_from(memory_limit_mb / per)
+                .unwrap_or(usize::MAX)
+                .clamp(low, high)
+        };
+        CommitPolicy {
+            group: COMMIT_GROUP,
+            page_group: scaled(6, COMMIT_GROUP, 40),
+            company_group: scaled(8, COMMIT_GROUP, 30),
+            groups_ahead: scaled(32, 1, 8),
+            in_flight_kib: u32::try_from(memory_limit_mb.saturating_mul(1024) / 4).unwrap_or(u32::MAX),
+            bulk_response_rows: 100,
+            bulk_group_rows: 8_000,
+            bulk_group_wait: Duration::from_millis(25),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_pods_commit_in_small_groups_and_the_default_in_large_ones() {
+        let small = CommitPolicy::for_memory_limit_mb(32);
+        assert_eq!((small.page_group, small.company_group, small.groups_ahead), (10, 10, 1));
+        assert_eq!(small.in_flight_kib, 8 * 1024);
+        let default = CommitPolicy::for_memory_limit_mb(crate::config::DEFAULT_MEMORY_LIMIT_MB);
+        assert_eq!(
+            (default.page_group, default.company_group, default.groups_ahead),
+            (40, 30, 8)
+        );
+        assert_eq!(default.in_flight_kib, 64 * 1024);
+    }
+}

@@ -1,0 +1,223 @@
+//! The commit side of a run: what the fetch side hands over is committed in
+//! groups, with the checkpoints that cover it, while the next responses are
+//! fetched; the groups follow the sink's [`CommitPolicy`].
+
+use std::sync::Arc;
+
+use super::{Progress, SyncError, Syncer};
+use crate::records::Rows;
+use crate::sink::policy::CommitPolicy;
+use crate::sink::{Checkpoint, Commit, SinkError, TableBatch};
+
+/// What a fetch side hands to [`Syncer::commit_as_fetched`]: one response's
+/// rows and the checkpoints they complete, or the error that ends the run.
+pub(super) type FetchedRows = Result<(Rows, Vec<Checkpoint>), SyncError>;
+
+/// The fetch side's end of [`Syncer::commit_as_fetched`].
+#[derive(Clone)]
+pub(super) struct FetchedTx {
+    tx: tokio::sync::mpsc::Sender<(FetchedRows, u32)>,
+    /// Room left, in KiB, for rows fetched and not yet committed.
+    room: Arc<tokio::sync::Semaphore>,
+    /// All the room there is: one fetch larger than it waits for all of it.
+    room_kib: u32,
+}
+
+/// Hands `fetched` to the commit side; false when the fetching must stop
+/// (it was an error, or the commit side stopped on one). Waits while the
+/// rows fetched and not yet committed fill [`CommitPolicy::in_flight_kib`].
+pub(super) async fn send_fetched(done: &FetchedTx, fetched: FetchedRows) -> bool {
+    let stop = fetched.is_err();
+    let kib = match &fetched {
+        Ok((rows, _)) => u32::try_from(rows.value_bytes() / 1024)
+            .unwrap_or(u32::MAX)
+            .min(done.room_kib),
+        Err(_) => 0,
+    };
+    let Ok(permit) = done.room.acquire_many(kib).await else {
+        return false;
+    };
+    // Given back by the commit side once these rows are committed.
+    permit.forget();
+    done.tx.send((fetched, kib)).await.is_ok() && !stop
+}
+
+/// A blocking task's result: its panic goes on in the caller; `None` when
+/// it was cancelled, which only a runtime shutting down does.
+pub(super) fn unless_cancelled<T>(joined: Result<T, tokio::task::JoinError>) -> Option<T> {
+    match joined {
+        Ok(value) => Some(value),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => None,
+    }
+}
+
+/// Whether the fetching goes on after one step of it (a company, a tape, a
+/// country) that returned whether to; an error is handed to the commit side,
+/// which ends the run.
+pub(super) async fn goes_on(done: &FetchedTx, step: Result<bool, SyncError>) -> bool {
+    match step {
+        Ok(go_on) => go_on,
+        Err(e) => {
+            send_fetched(done, Err(e)).await;
+            false
+        }
+    }
+}
+
+impl Syncer {
+    /// How this warehouse wants its commits grouped.
+    pub(super) fn policy(&self) -> CommitPolicy {
+        CommitPolicy::for_memory_limit_mb(self.config.warehouse.memory_limit_mb)
+    }
+
+    /// Commits mapped rows, the request log so far and the checkpoint in one transaction.
+    pub(super) async fn commit(
+        &self,
+        run_id: &str,
+        rows: Rows,
+        checkpoint: Option<Checkpoint>,
+        progress: &mut Progress,
+    ) -> Result<(), SinkError> {
+        self.commit_pages(run_id, vec![rows], checkpoint.into_iter().collect(), progress, false)
+            .await
+    }
+
+    /// Commits several pages' rows, the request log so far and the checkpoints
+    /// that cover them in one transaction, each table merged once; with
+    /// `hold`, a transaction the sink may keep open for the next pages.
+    pub(super) async fn commit_pages(
+        &self,
+        run_id: &str,
+        pages: Vec<Rows>,
+        checkpoints: Vec<Checkpoint>,
+        progress: &mut Progress,
+        hold: bool,
+    ) -> Result<(), SinkError> {
+        let several = pages.len() > 1;
+        let mut batches = Vec::new();
+        for rows in pages {
+            progress.quarantined += rows.quarantined.len() as u64;
+            batches.extend(rows.into_batches()?);
+        }
+        // One batch per table, as one page's rows already are. Several
+        // pages' are copied together on a blocking thread: on this one it
+        // held up the fetching of the next news page (forty pages' rows a
+        // group), on the writer's it slowed a price backfill's bottleneck.
+        if several {
+            let coalesced = tokio::task::spawn_blocking(move || TableBatch::coalesce(batches)).await;
+            batches = unless_cancelled(coalesced).ok_or(SinkError::Closed)??;
+        }
+        batches.extend(self.bookkeeping(run_id)?);
+        let commit = Commit { batches, checkpoints };
+        let stats = if hold {
+            self.sink.commit_held(commit).await?
+        } else {
+            self.sink.commit(commit).await?
+        };
+        progress.rows_written += stats.rows_written;
+        Ok(())
+    }
+
+    /// Runs `fetch`, which sends what it fetched in order, while committing
+    /// what it sent: the warehouse commits while the next responses are
+    /// requested, and the ones that arrived meanwhile commit together in one
+    /// transaction (at most `group` responses) with their checkpoints. A crash
+    /// loses at most the group in flight, read again on resume. The fetch side
+    /// returns what it noted (404s), added to `progress`.
+    pub(super) async fn commit_as_fetched<F: std::future::Future<Output = Progress>>(
+        &self,
+        run_id: &str,
+        progress: &mut Progress,
+        group: usize,
+        fetch: impl FnOnce(FetchedTx) -> F,
+    ) -> Result<(), SyncError> {
+        let policy = self.policy();
+        let (tx, done_rx) = tokio::sync::mpsc::channel(group * policy.groups_ahead);
+        let room_kib = policy.in_flight_kib;
+        let room = Arc::new(tokio::sync::Semaphore::new(room_kib as usize));
+        let fetch = fetch(FetchedTx {
+            tx,
+            room: room.clone(),
+            room_kib,
+        });
+        let commit = async {
+            let committed = self.commit_fetched(run_id, progress, done_rx, group, &room).await;
+            // Ends a fetch side waiting for room that a failed commit will never give back.
+            room.close();
+            committed
+        };
+        let (noted, committed) = tokio::join!(fetch, commit);
+        progress.absorb(noted);
+        // Whatever stopped the fetching (a quota wall, a refused key), each
+        // commit held so far is whole: it lands. After a failed commit
+        // nothing is held, and this does nothing.
+        let landed = self.sink.commit_held_now().await.map_err(SyncError::from);
+        committed.and(landed)
+    }
+
+    /// The commit side of [`Syncer::commit_as_fetched`]. Owns the receiver: a
+    /// failed commit drops it, which stops the fetching (borrowed, it would
+    /// outlive the failure and leave the fetch side waiting for room in a full
+    /// channel forever).
+    pub(super) async fn commit_fetched(
+        &self,
+        run_id: &str,
+        progress: &mut Progress,
+        mut done_rx: tokio::sync::mpsc::Receiver<(FetchedRows, u32)>,
+        group: usize,
+        room: &tokio::sync::Semaphore,
+    ) -> Result<(), SyncError> {
+        let policy = self.policy();
+        while let Some(first) = done_rx.recv().await {
+            let mut pages = Vec::new();
+            let mut covered = Vec::new();
+            let mut failure = None;
+            let mut kib = 0;
+            let mut group_rows = 0;
+            let mut all_bulk = true;
+            let mut next = Some(first);
+            while let Some((fetched, size)) = next.take() {
+                kib += size;
+                match fetched {
+                    Ok((rows, checkpoints)) => {
+                        group_rows += rows.row_count();
+                        all_bulk &= rows.row_count() >= policy.bulk_response_rows;
+                        pages.push(rows);
+                        covered.extend(checkpoints);
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+                if pages.len() >= group {
+                    break;
+                }
+                next = done_rx.try_recv().ok();
+                // A group of small bulk responses waits briefly for those on
+                // their way: its rows are not visible before its held
+                // transaction lands anyway, and each load has a fixed cost of
+                // a few statements. Committing whatever had arrived, a news
+                // backfill ran 505 loads of three pages, which kept the writer
+                // busy and took from the fetching the core it shares
+                // (BENCHMARKS.md, Ingest). Two price histories are enough: the
+                // writer is what they wait for, and it must not idle.
+                if next.is_none() && all_bulk && group_rows < policy.bulk_group_rows {
+                    next = tokio::time::timeout(policy.bulk_group_wait, done_rx.recv())
+                        .await
+                        .ok()
+                        .flatten();
+                }
+            }
+            if !pages.is_empty() {
+                self.commit_pages(run_id, pages, covered, progress, all_bulk).await?;
+            }
+            room.add_permits(kib as usize);
+            if let Some(e) = failure {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}

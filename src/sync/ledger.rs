@@ -1,0 +1,147 @@
+//! A run's own records: its `_sync_runs` rows, the request log, and the
+//! quota ledger that lets a process started by cron resume today's window.
+
+use chrono::{DateTime, Utc};
+
+use super::{PipelineOutcome, Syncer, UNIVERSE_PIPELINE};
+use crate::batch::BatchBuilder;
+use crate::bookkeeping::{QuotaRow, RequestRow, SYNC_QUOTA, SYNC_REQUESTS, SYNC_RUNS, SyncRunRow};
+use crate::pipeline::Pipeline;
+use crate::planner;
+use crate::sink::{Commit, SinkError, TableBatch};
+use crate::upstream::RequestRecord;
+
+impl Syncer {
+    /// Writes the pipeline's `_sync_runs` row and the request log not yet committed.
+    pub(super) async fn record_run(
+        &self,
+        run_id: &str,
+        o: &PipelineOutcome,
+        started_at: DateTime<Utc>,
+    ) -> Result<(), SinkError> {
+        let mut b = BatchBuilder::new(&SYNC_RUNS, run_id, self.clock.now());
+        b.push_bare(SyncRunRow {
+            run_id: Some(run_id),
+            pipeline: Some(&o.pipeline),
+            started_at: Some(started_at),
+            finished_at: Some(self.clock.now()),
+            status: Some(&o.status.to_string()),
+            requests: Some(o.requests as i64),
+            rows_written: Some(o.rows_written as i64),
+            error: o.error.as_deref(),
+        });
+        let mut batches = vec![TableBatch::build(b)?];
+        batches.extend(self.bookkeeping(run_id)?);
+        self.sink
+            .commit(Commit {
+                batches,
+                checkpoints: Vec::new(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// The request log since the last commit and the quota ledger, committed
+    /// with whatever rows and checkpoint go with them.
+    pub(super) fn bookkeeping(&self, run_id: &str) -> Result<Vec<TableBatch>, SinkError> {
+        let mut batches: Vec<TableBatch> = self.request_log(run_id)?.into_iter().collect();
+        batches.extend(self.quota_ledger(run_id)?);
+        Ok(batches)
+    }
+
+    pub(super) fn quota_ledger(&self, run_id: &str) -> Result<Option<TableBatch>, SinkError> {
+        let Some(key_id) = self.client.key_id() else {
+            return Ok(None);
+        };
+        let Some(seen) = self.client.quota_for_ledger() else {
+            return Ok(None);
+        };
+        if seen.quota.remaining.is_none() && seen.rate.remaining.is_none() {
+            return Ok(None);
+        }
+        let mut b = BatchBuilder::new(&SYNC_QUOTA, run_id, self.clock.now());
+        b.push_bare(QuotaRow {
+            key_id: Some(&key_id),
+            observed_at: Some(self.clock.now()),
+            quota_window: seen.quota.window.as_deref(),
+            quota_limit: seen.quota.limit.map(|n| n as i64),
+            quota_remaining: seen.quota.remaining.map(|n| n as i64),
+            quota_reset_at: seen.quota.reset_at,
+            rate_limit: seen.rate.limit.map(i64::from),
+            rate_remaining: seen.rate.remaining.map(i64::from),
+            billing_source: seen.quota.billing_source.as_deref(),
+            credits_remaining_usd: seen.quota.credits_remaining_usd,
+        });
+        Ok(Some(TableBatch::build(b)?))
+    }
+
+    /// Seeds the client with the quota window an earlier process saw, if that
+    /// window has not reset since: a cron run that starts fresh must not spend
+    /// what the morning's runs already spent as if it were new.
+    pub(super) async fn load_quota_ledger(&self) -> Result<(), SinkError> {
+        let Some(key_id) = self.client.key_id() else {
+            return Ok(());
+        };
+        let row = self.sink.call(move |s| s.quota_window(&key_id)).await??;
+        if let Some(window) = row
+            && window.reset_at.is_some_and(|reset| reset > self.clock.now())
+        {
+            tracing::info!(
+                message = "Quota ledger: resuming the current window.",
+                remaining = window.remaining,
+                resets_at = ?window.reset_at
+            );
+            self.client.seed_quota(window);
+        }
+        Ok(())
+    }
+
+    /// Says so when the quota left (as far as known) cannot cover what is due;
+    /// pipelines then run in priority order and the least recently synced
+    /// companies go first, so the budget goes where it matters and every
+    /// company gets its turn over successive runs.
+    pub(super) async fn warn_if_quota_short(&self, pipelines: &[Pipeline]) {
+        let Some(remaining) = self.client.quota_seen().quota.remaining else {
+            return;
+        };
+        let known = self
+            .sink
+            .call(|s| s.checkpoints(UNIVERSE_PIPELINE))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let due = planner::requests_due(pipelines, &self.config.universe, &known);
+        if due > remaining {
+            let order: Vec<&str> = pipelines.iter().map(|p| p.name.as_str()).collect();
+            tracing::warn!(
+                message = "The quota left cannot cover every request due; running pipelines by priority.",
+                quota_remaining = remaining,
+                requests_due = due,
+                order = ?order
+            );
+        }
+    }
+
+    pub(super) fn request_log(&self, run_id: &str) -> Result<Option<TableBatch>, SinkError> {
+        let log: Vec<RequestRecord> = self.client.drain_log();
+        if log.is_empty() {
+            return Ok(None);
+        }
+        let mut b = BatchBuilder::new(&SYNC_REQUESTS, run_id, self.clock.now());
+        for r in &log {
+            b.push_bare(RequestRow {
+                at: Some(r.at),
+                run_id: Some(run_id),
+                route: Some(&r.route),
+                status: Some(i64::from(r.status)),
+                latency_ms: Some(r.latency_ms),
+                rate_remaining: r.rate_remaining.map(i64::from),
+                quota_remaining: r.quota_remaining.map(|q| q as i64),
+                retry_after_s: r.retry_after_s,
+                error: r.error.as_deref(),
+            });
+        }
+        Ok(Some(TableBatch::build(b)?))
+    }
+}

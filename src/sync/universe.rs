@@ -1,0 +1,104 @@
+//! The universe: each configured identifier resolved once to its canonical
+//! `company_key`, aliases of one company merged.
+
+use futures::StreamExt;
+use serde_json::value::RawValue;
+
+use super::{Member, Progress, SyncError, Syncer, UNIVERSE_PIPELINE, send_fetched, upstream_error};
+use crate::feeds;
+use crate::records::Rows;
+use crate::sink::{Checkpoint, StoredCheckpoint};
+use crate::upstream::{Access, UpstreamError, encode};
+
+impl Syncer {
+    /// Maps every configured identifier to its canonical `company_key`, asking the
+    /// service only about identifiers never resolved before, and drops duplicates
+    /// (`MSFT` and `789019` are one company). The lookups run `concurrency` at a
+    /// time and commit in groups as they arrive, like any per-company pipeline:
+    /// one at a time, each in its own commit, a first sync of 2,000 companies
+    /// spent most of a minute here (BENCHMARKS.md, Cold start).
+    pub(super) async fn resolve_universe(
+        &self,
+        run_id: &str,
+        progress: &mut Progress,
+    ) -> Result<Vec<Member>, SyncError> {
+        let known = self.sink.call(|s| s.checkpoints(UNIVERSE_PIPELINE)).await??;
+        let ids: Vec<String> = self
+            .config
+            .universe
+            .companies
+            .iter()
+            .map(|id| id.trim().to_owned())
+            .collect();
+        let mut asked = std::collections::HashSet::new();
+        let lookups = ids
+            .iter()
+            .filter(|id| !known.contains_key(*id) && asked.insert(*id))
+            .map(|id| {
+                let route = feeds::companies::FEED.route.replace("{company}", &encode(id));
+                async move {
+                    let fetched = self
+                        .client
+                        .get(&route, Access::Key, |body| {
+                            let mut rows = Rows::new(run_id, &route, self.clock.now());
+                            let raw: &RawValue = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+                            let company = feeds::companies::read(&mut rows, raw);
+                            Ok((rows, company))
+                        })
+                        .await;
+                    (id, fetched)
+                }
+            })
+            // Collected first: see `run_per_company`.
+            .collect::<Vec<_>>();
+        if lookups.is_empty() {
+            return Ok(members_of(&ids, &known));
+        }
+        let concurrency = self.config.upstream.concurrency;
+        self.commit_as_fetched(run_id, progress, self.policy().company_group, |done| async move {
+            let mut noted = Progress::default();
+            let mut results = futures::stream::iter(lookups).buffered(concurrency);
+            while let Some((id, fetched)) = results.next().await {
+                let ready = match fetched {
+                    // A company without its key is quarantined: its rows commit, it joins no pipeline.
+                    Ok(f) => {
+                        let (rows, company) = f.value;
+                        let checkpoints = company.map(|company| Checkpoint {
+                            pipeline: UNIVERSE_PIPELINE.into(),
+                            partition: id.clone(),
+                            cursor: company.cik,
+                        });
+                        Ok((rows, checkpoints.into_iter().collect()))
+                    }
+                    Err(UpstreamError::NotFound { .. }) => {
+                        noted.problems.push(format!(
+                            "universe.companies: {id:?} is unknown to the service (404); fix or remove it"
+                        ));
+                        continue;
+                    }
+                    Err(e) => Err(upstream_error(e)),
+                };
+                if !send_fetched(&done, ready).await {
+                    break;
+                }
+            }
+            noted
+        })
+        .await?;
+        // What the lookups resolved is what they committed.
+        let known = self.sink.call(|s| s.checkpoints(UNIVERSE_PIPELINE)).await??;
+        Ok(members_of(&ids, &known))
+    }
+}
+
+/// The configured identifiers' companies, in the configured order, each once.
+fn members_of(ids: &[String], resolved: &std::collections::HashMap<String, StoredCheckpoint>) -> Vec<Member> {
+    let mut seen = std::collections::HashSet::new();
+    ids.iter()
+        .filter_map(|id| resolved.get(id))
+        .filter(|stored| seen.insert(stored.cursor.as_str()))
+        .map(|stored| Member {
+            key: stored.cursor.clone(),
+        })
+        .collect()
+}
