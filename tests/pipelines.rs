@@ -485,15 +485,20 @@ async fn dividends_indices_and_coverage_match_the_emulator_over_weeks() {
     let micros = |x: f64| (x * 1e6).round() as i64;
     let (mut summaries, mut indices, mut coverage) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     let mut dividends = BTreeSet::new();
+    // The yield series by (company, month end): a later run's value replaces an earlier one.
+    let mut yields = BTreeMap::new();
     for days in [0, 1, 35, 64] {
         sim.advance(Duration::from_secs(days * 86_400));
         let now = h.clock.now();
         run_ok(&h, &pipelines).await;
         dividends.clear();
         for c in &companies {
-            let (events, summary, _) = world.dividends(c, &world.daily_bars(c, now), now.date_naive());
+            let (events, summary, series) = world.dividends(c, &world.daily_bars(c, now), now.date_naive());
             for e in events {
                 dividends.insert(format!("{}|{}|{}|{}", c.cik, e.ex_date, e.kind, micros(e.amount)));
+            }
+            for p in series {
+                yields.insert((c.cik.clone(), p.date), micros(p.trailing_yield_pct));
             }
             summaries.insert(format!("{}|{}|{}", c.cik, now.date_naive(), summary.count));
         }
@@ -543,4 +548,16 @@ async fn dividends_indices_and_coverage_match_the_emulator_over_weeks() {
         .await);
     assert_eq!(stored, coverage);
     h.assert_unique("dividends", "company_key, ex_date, type").await;
+    let stored = set(h
+        .strings(
+            "SELECT company_key || '|' || date || '|' || round(trailing_yield_pct * 1e6)::BIGINT FROM dividend_yields",
+        )
+        .await);
+    let yields: BTreeSet<String> = yields
+        .into_iter()
+        .map(|((cik, date), value)| format!("{cik}|{date}|{value}"))
+        .collect();
+    assert!(yields.len() > 12, "the scenario has a yield series");
+    assert_eq!(stored, yields);
+    h.assert_unique("dividend_yields", "company_key, date").await;
 }

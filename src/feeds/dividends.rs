@@ -1,4 +1,5 @@
-//! `GET /companies/{id}/dividends`: dividend events and the day's summary.
+//! `GET /companies/{id}/dividends`: dividend events, the day's summary, and
+//! the month-end trailing-yield series, all from one response.
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,8 @@ pub struct DividendsPage<'a> {
     pub events: Vec<&'a RawValue>,
     #[serde(borrow)]
     pub summary: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "yieldSeries")]
+    pub yield_series: Vec<&'a RawValue>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,11 +105,24 @@ table! {
     lake_partition: Some(LakePartition::Year("as_of_date")),
 }
 
+table! {
+    /// The month-end trailing-yield history the dividends route serves with
+    /// every answer; a restated month replaces the stored one.
+    pub const DIVIDEND_YIELDS: DividendYieldRow = "dividend_yields" {
+        company_key: Text,
+        date: Date,
+        trailing_yield_pct: Float,
+    }
+    key: &["company_key", "date"],
+    load: LoadRule::Upsert,
+    lake_partition: Some(LakePartition::Year("date")),
+}
+
 pub static FEED: Feed = Feed {
     name: "dividends",
     route: "/api/v1/companies/{company}/dividends",
     auth: true,
-    tables: &[&DIVIDENDS, &DIVIDEND_SUMMARIES],
+    tables: &[&DIVIDENDS, &DIVIDEND_SUMMARIES, &DIVIDEND_YIELDS],
     fetch: Fetch::PerCompany(PerCompany {
         query: None,
         read: read_page,
@@ -122,7 +138,8 @@ fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<N
     Ok(read(rows, &page, company_key, as_of))
 }
 
-/// `dividends` and `dividend_summaries` from one dividends page; returns the latest ex-date.
+/// `dividends`, `dividend_summaries` and `dividend_yields` from one
+/// dividends page; returns the latest ex-date.
 pub fn read(rows: &mut Rows, page: &DividendsPage<'_>, company_key: &str, as_of: NaiveDate) -> Option<NaiveDate> {
     let (cik, symbol, currency) = (page.cik.as_deref(), page.symbol.as_deref(), page.currency.as_deref());
     let mut latest = None;
@@ -166,6 +183,24 @@ pub fn read(rows: &mut Rows, page: &DividendsPage<'_>, company_key: &str, as_of:
             growth_1y: s.growth_1y,
             growth_3y: s.growth_3y,
             cadence: s.cadence.as_deref(),
+        };
+        rows.push(row, raw.get());
+    }
+    for raw in &page.yield_series {
+        let Some(point) = rows.parse::<YieldPoint>(raw, "dividend yield point") else {
+            continue;
+        };
+        if !point.trailing_yield_pct.is_finite() {
+            rows.quarantine(
+                raw.get(),
+                "dividend yield point: trailingYieldPct is not a finite number".into(),
+            );
+            continue;
+        }
+        let row = DividendYieldRow {
+            company_key: Some(company_key),
+            date: Some(point.date),
+            trailing_yield_pct: Some(point.trailing_yield_pct),
         };
         rows.push(row, raw.get());
     }
