@@ -322,6 +322,7 @@ async fn company_documents_and_geo_match_the_emulator_over_a_year() {
     let mut run_times = Vec::new();
     let mut coverage_truth: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut geo_truth = BTreeSet::new();
+    let mut layer_truth = BTreeSet::new();
     for days in [0, 1, 40, 400] {
         sim.advance(Duration::from_secs(days * 86_400));
         let now = h.clock.now();
@@ -337,6 +338,11 @@ async fn company_documents_and_geo_match_the_emulator_over_a_year() {
         }
         for g in geo::country_counts(seed, &["power_plants", "ports"], now.date_naive()) {
             geo_truth.insert(format!("{}|{}|{}|{}", now.date_naive(), g.layer, g.country, g.count));
+        }
+        // Every layer the service lists, not only the configured ones.
+        for l in geo::LAYERS {
+            let assets = geo::reviewed_assets(seed, l.code, now.date_naive());
+            layer_truth.insert(format!("{}|{}|{}|{assets}", now.date_naive(), l.code, l.name));
         }
     }
     let last = *run_times.last().unwrap();
@@ -433,6 +439,16 @@ async fn company_documents_and_geo_match_the_emulator_over_a_year() {
         .strings("SELECT observed_date || '|' || layer || '|' || country || '|' || count FROM geo_country_counts")
         .await);
     assert_eq!(stored, geo_truth);
+    let stored = set(h
+        .strings("SELECT observed_date || '|' || layer || '|' || name || '|' || reviewed_assets FROM geo_layers")
+        .await);
+    assert_eq!(
+        stored.len(),
+        4 * geo::LAYERS.len(),
+        "every layer on each of the four days"
+    );
+    assert_eq!(stored, layer_truth);
+    h.assert_unique("geo_layers", "observed_date, layer").await;
 }
 
 /// A record of the wrong shape is quarantined with the reason; the rest of its

@@ -52,6 +52,9 @@ fuzz_target!(|body: &[u8]| {
     if let Ok(page) = serde_json::from_slice::<feeds::filings::FilingNotesPage>(body) {
         let _ = feeds::filings::read(&mut rows, &page, "0000320193");
     }
+    if let Ok(page) = serde_json::from_slice::<feeds::geo::GeoLayersPage>(body) {
+        let _ = feeds::geo::read_layers(&mut rows, &page, day);
+    }
     if let Ok(page) = serde_json::from_slice::<feeds::geo::GeoCountriesPage>(body) {
         feeds::geo::read_counts(&mut rows, &page, day);
     }

@@ -1,6 +1,5 @@
-//! `GET /geo/layers` and `GET /geo/countries?layers=...`: reviewed-asset
-//! counts per layer and country, one snapshot a day, of the layers the
-//! service lists.
+//! `GET /geo/layers` and `GET /geo/countries?layers=...`: the layer list
+//! and reviewed-asset counts per layer and country, one snapshot a day.
 
 use chrono::NaiveDate;
 use serde::Deserialize;
@@ -13,14 +12,17 @@ use crate::tables::{LakePartition, LoadRule};
 
 /// `GET /geo/layers`.
 #[derive(Debug, Deserialize)]
-pub struct GeoLayersPage {
-    #[serde(default)]
-    pub layers: Vec<GeoLayer>,
+pub struct GeoLayersPage<'a> {
+    #[serde(borrow, default)]
+    pub layers: Vec<&'a RawValue>,
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct GeoLayer {
     pub code: String,
+    pub name: Option<String>,
+    pub reviewed_assets: Option<i64>,
 }
 
 /// `GET /geo/countries?layers=...`.
@@ -35,6 +37,19 @@ pub struct GeoCountryCount {
     pub layer: String,
     pub country: String,
     pub count: i64,
+}
+
+table! {
+    /// The layers the service lists, with their reviewed assets, by day.
+    pub const GEO_LAYERS: GeoLayerRow = "geo_layers" {
+        observed_date: Date,
+        layer: Text,
+        name: Text,
+        reviewed_assets: Int,
+    }
+    key: &["observed_date", "layer"],
+    load: LoadRule::Upsert,
+    lake_partition: Some(LakePartition::Year("observed_date")),
 }
 
 table! {
@@ -56,7 +71,7 @@ pub static FEED: Feed = Feed {
     name: "geo",
     route: "/api/v1/geo/countries?layers={layers}",
     auth: true,
-    tables: &[&GEO_COUNTRY_COUNTS],
+    tables: &[&GEO_LAYERS, &GEO_COUNTRY_COUNTS],
     fetch: Fetch::Layers,
     params: &["layers_route"],
     check,
@@ -64,6 +79,25 @@ pub static FEED: Feed = Feed {
 
 fn check(_route: &str, params: &Params) -> Result<(), String> {
     route_param(params.layers_route.as_deref(), "layers_route", &[])
+}
+
+/// `geo_layers` observed on `day`; returns every layer code listed.
+pub fn read_layers(rows: &mut Rows, page: &GeoLayersPage<'_>, day: NaiveDate) -> Vec<String> {
+    let mut codes = Vec::new();
+    for raw in &page.layers {
+        let Some(l) = rows.parse::<GeoLayer>(raw, "geo layer") else {
+            continue;
+        };
+        let row = GeoLayerRow {
+            observed_date: Some(day),
+            layer: Some(&l.code),
+            name: l.name.as_deref(),
+            reviewed_assets: l.reviewed_assets,
+        };
+        rows.push(row, raw.get());
+        codes.push(l.code);
+    }
+    codes
 }
 
 /// `geo_country_counts` observed on `day`.

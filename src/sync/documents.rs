@@ -165,11 +165,14 @@ impl Syncer {
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
         let layers_route = pipeline.params.layers_route.clone().expect("validated when loaded");
-        let known: Vec<String> = self
+        let day = self.clock.now().date_naive();
+        let (layer_rows, known) = self
             .client
             .get(&layers_route, Access::Key, |body| {
                 let page: GeoLayersPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-                Ok(page.layers.into_iter().map(|l| l.code).collect())
+                let mut rows = Rows::new(run_id, &layers_route, self.clock.now());
+                let known = geo::read_layers(&mut rows, &page, day);
+                Ok((rows, known))
             })
             .await
             .map_err(upstream_error)?
@@ -187,11 +190,11 @@ impl Syncer {
             configured.iter().filter(|l| known.contains(l)).cloned().collect()
         };
         if layers.is_empty() {
+            self.commit(run_id, layer_rows, None, progress).await?;
             return Ok(());
         }
         let joined: Vec<String> = layers.iter().map(|l| encode(l)).collect();
         let route = pipeline.route.replace("{layers}", &joined.join(","));
-        let day = self.clock.now().date_naive();
         let rows = self
             .client
             .get(&route, Access::Key, |body| {
@@ -208,7 +211,8 @@ impl Syncer {
             partition: String::new(),
             cursor: day.to_string(),
         };
-        self.commit(run_id, rows, Some(checkpoint), progress).await?;
+        self.commit_pages(run_id, vec![layer_rows, rows], vec![checkpoint], progress, false)
+            .await?;
         Ok(())
     }
 }
