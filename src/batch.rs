@@ -197,7 +197,7 @@ pub(crate) use col_name;
 /// silently into each other, and the DDL, Arrow schema and lake layout all
 /// derive from the one declaration.
 ///
-/// ```ignore
+/// ```text
 /// table! {
 ///     pub const PRICES_DAILY: PriceRow = "prices_daily" {
 ///         company_key: Text,

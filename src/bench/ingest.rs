@@ -137,14 +137,8 @@ async fn timed_sync(
     let started = Instant::now();
     let (report, result) = syncer.run_once(pipelines).await;
     result?;
-    let rows: i64 = syncer
-        .sink
-        .call(move |s| {
-            s.connection()
-                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
-        })
-        .await?
-        .map_err(|e| SyncError::Other(format!("counting rows: {e}")))?;
+    let counts = syncer.sink.call(|s| s.row_counts()).await??;
+    let rows = counts.iter().find(|(name, _)| *name == table).map_or(0, |(_, n)| *n);
     // Closing checkpoints what the run left in the WAL: work the run owes.
     syncer.sink.close().await;
     let seconds = started.elapsed().as_secs_f64();

@@ -223,7 +223,7 @@ impl Lake {
         let started = Instant::now();
         let changes = {
             let file = changes_file.clone();
-            sink.call(move |s| rewrite::export(s, table, after, &file)).await??
+            sink.call(move |s| s.export_changes(table, after, &file)).await??
         };
         let exported = started.elapsed();
         let Some(changes) = changes else {

@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 
 use duckdb::Connection;
 
-use crate::sink::duckdb::{COMMIT_SEQ, REPLACED_LOG, ident, sql_err};
-use crate::sink::{DuckDbSink, SinkError};
-use crate::tables::{ColType, LakePartition, LoadRule, TableDef};
+use crate::sink::SinkError;
+pub use crate::sink::duckdb::export::Changes;
+use crate::sink::duckdb::{COMMIT_SEQ, ident, sql_err};
+use crate::tables::{LakePartition, LoadRule, TableDef};
 
 /// Rows per Parquet row group: large enough for good compression and scans,
 /// small enough that a reader (and our own merge) holds one group at a time.
@@ -35,24 +36,6 @@ impl Kind {
     }
 }
 
-/// The partition column computed from the row's own date, as SQL. The bundled
-/// DuckDB has no ICU, so a timestamp's UTC date is read from its text form.
-fn partition_sql(table: &TableDef, part: LakePartition) -> String {
-    let source = ident(part.source());
-    let ty = table
-        .columns
-        .iter()
-        .find(|c| c.name == part.source())
-        .map(|c| c.ty)
-        .expect("a lake partition names a column of its table");
-    match (part, ty) {
-        (LakePartition::Year(_), ColType::Date) => format!("CAST(year({source}) AS INTEGER)"),
-        (LakePartition::Year(_), _) => format!("CAST(left(CAST({source} AS VARCHAR), 4) AS INTEGER)"),
-        (LakePartition::Month(_), ColType::Date) => format!("strftime({source}, '%Y-%m')"),
-        (LakePartition::Month(_), _) => format!("left(CAST({source} AS VARCHAR), 7)"),
-    }
-}
-
 /// The columns a lake file holds, in schema order (the partition column lives
 /// in the folder name and the log, not in the file).
 fn file_columns(table: &TableDef) -> Vec<String> {
@@ -61,90 +44,6 @@ fn file_columns(table: &TableDef) -> Vec<String> {
         .map(|c| ident(c.name))
         .chain(std::iter::once(ident(COMMIT_SEQ)))
         .collect()
-}
-
-/// The rows to publish, read out of the warehouse.
-#[derive(Debug)]
-pub struct Changes {
-    /// The newest commit they include: the table's new watermark.
-    pub upto: i64,
-    pub rows: u64,
-    /// [`LoadRule::Replace`]: the partitions (companies) whose lake rows are
-    /// all replaced by these, including any now empty.
-    pub replaced: Vec<String>,
-    pub file: PathBuf,
-}
-
-/// Writes the rows of `table` committed after sequence `after` to `file`,
-/// with their partition value; `None` when nothing was committed since.
-///
-/// # Errors
-/// When the warehouse cannot be read or the file written.
-pub fn export(sink: &DuckDbSink, table: &TableDef, after: i64, file: &Path) -> Result<Option<Changes>, SinkError> {
-    let conn = sink.connection();
-    let name = ident(table.name);
-    let err = |context| sql_err(table.name, context);
-    let upto: i64 = conn
-        .query_row(
-            &format!(
-                "SELECT greatest((SELECT coalesce(max({COMMIT_SEQ}), 0) FROM {name}), \
-                 (SELECT coalesce(max({COMMIT_SEQ}), 0) FROM {REPLACED_LOG} WHERE table_name = ?))"
-            ),
-            [table.name],
-            |r| r.get(0),
-        )
-        .map_err(err("finding the newest commit"))?;
-    if upto <= after {
-        return Ok(None);
-    }
-    let changed = format!("coalesce({COMMIT_SEQ}, 0) > {after}");
-    let (filter, replaced) = if table.load == LoadRule::Replace {
-        let part = ident(table.key[0]);
-        let replaced: Vec<String> = sink.rows(
-            (table.name, "finding the replaced partitions"),
-            &format!(
-                "SELECT \"partition\" FROM {REPLACED_LOG} WHERE table_name = ? AND {COMMIT_SEQ} > {after} \
-                 UNION SELECT {part} FROM {name} WHERE {changed} ORDER BY 1"
-            ),
-            table.name,
-            |r| r.get(0),
-        )?;
-        let filter = format!(
-            "{part} IN (SELECT \"partition\" FROM {REPLACED_LOG} WHERE table_name = '{}' AND {COMMIT_SEQ} > {after}) \
-             OR {changed}",
-            table.name.replace('\'', "''")
-        );
-        (filter, replaced)
-    } else {
-        (changed, Vec::new())
-    };
-    let mut select: Vec<String> = table
-        .all_columns()
-        .map(|c| match c.ty {
-            // Plain text in the lake: JSON is not a type every engine knows.
-            ColType::Json => format!("CAST({n} AS VARCHAR) AS {n}", n = ident(c.name)),
-            _ => ident(c.name),
-        })
-        .collect();
-    select.push(ident(COMMIT_SEQ));
-    if let Some(part) = table.lake_partition {
-        select.push(format!("{} AS {}", partition_sql(table, part), ident(part.column())));
-    }
-    let rows = copy_count(
-        conn,
-        &format!(
-            "COPY (SELECT {} FROM {name} WHERE {filter}) TO '{}' (FORMAT parquet, COMPRESSION zstd)",
-            select.join(", "),
-            sql_path(file)
-        ),
-    )
-    .map_err(err("writing the changed rows for the lake"))?;
-    Ok(Some(Changes {
-        upto,
-        rows,
-        replaced,
-        file: file.to_owned(),
-    }))
 }
 
 /// Runs a `COPY ... TO` and returns the rows it wrote (its one result row).

@@ -4,6 +4,7 @@
 //! batch whose keys are all new and distinct (a backfill's) skips the staging
 //! table: only its keys are staged, to make sure, and its rows are appended.
 
+pub mod export;
 mod held;
 mod load;
 mod merge;

@@ -1,0 +1,113 @@
+//! What the lake publisher reads out of the warehouse: the rows committed
+//! after a commit number, written to a Parquet file with their lake
+//! partition.
+
+use std::path::{Path, PathBuf};
+
+use super::{COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, sql_err, sql_string};
+use crate::sink::SinkError;
+use crate::tables::{ColType, LakePartition, LoadRule, TableDef};
+
+/// The rows to publish, read out of the warehouse.
+#[derive(Debug)]
+pub struct Changes {
+    /// The newest commit they include: the table's new watermark.
+    pub upto: i64,
+    pub rows: u64,
+    /// [`LoadRule::Replace`]: the partitions (companies) whose lake rows are
+    /// all replaced by these, including any now empty.
+    pub replaced: Vec<String>,
+    pub file: PathBuf,
+}
+
+impl DuckDbSink {
+    /// Writes the rows of `table` committed after sequence `after` to `file`,
+    /// with their partition value; `None` when nothing was committed since.
+    ///
+    /// # Errors
+    /// When the warehouse cannot be read or the file written.
+    pub fn export_changes(&self, table: &TableDef, after: i64, file: &Path) -> Result<Option<Changes>, SinkError> {
+        let conn = &self.conn;
+        let name = ident(table.name);
+        let err = |context| sql_err(table.name, context);
+        let upto: i64 = conn
+            .query_row(
+                &format!(
+                    "SELECT greatest((SELECT coalesce(max({COMMIT_SEQ}), 0) FROM {name}), \
+                     (SELECT coalesce(max({COMMIT_SEQ}), 0) FROM {REPLACED_LOG} WHERE table_name = ?))"
+                ),
+                [table.name],
+                |r| r.get(0),
+            )
+            .map_err(err("finding the newest commit"))?;
+        if upto <= after {
+            return Ok(None);
+        }
+        let changed = format!("coalesce({COMMIT_SEQ}, 0) > {after}");
+        let (filter, replaced) = if table.load == LoadRule::Replace {
+            let part = ident(table.key[0]);
+            let replaced: Vec<String> = self.rows(
+                (table.name, "finding the replaced partitions"),
+                &format!(
+                    "SELECT \"partition\" FROM {REPLACED_LOG} WHERE table_name = ? AND {COMMIT_SEQ} > {after} \
+                     UNION SELECT {part} FROM {name} WHERE {changed} ORDER BY 1"
+                ),
+                table.name,
+                |r| r.get(0),
+            )?;
+            let filter = format!(
+                "{part} IN (SELECT \"partition\" FROM {REPLACED_LOG} WHERE table_name = '{}' AND {COMMIT_SEQ} > {after}) \
+                 OR {changed}",
+                table.name.replace('\'', "''")
+            );
+            (filter, replaced)
+        } else {
+            (changed, Vec::new())
+        };
+        let mut select: Vec<String> = table
+            .all_columns()
+            .map(|c| match c.ty {
+                // Plain text in the lake: JSON is not a type every engine knows.
+                ColType::Json => format!("CAST({n} AS VARCHAR) AS {n}", n = ident(c.name)),
+                _ => ident(c.name),
+            })
+            .collect();
+        select.push(ident(COMMIT_SEQ));
+        if let Some(part) = table.lake_partition {
+            select.push(format!("{} AS {}", partition_sql(table, part), ident(part.column())));
+        }
+        let copy = format!(
+            "COPY (SELECT {} FROM {name} WHERE {filter}) TO {} (FORMAT parquet, COMPRESSION zstd)",
+            select.join(", "),
+            sql_string(&file.display().to_string())
+        );
+        let rows = conn
+            .query_row(&copy, [], |r| r.get::<_, i64>(0))
+            .map_err(err("writing the changed rows for the lake"))?
+            .max(0) as u64;
+        Ok(Some(Changes {
+            upto,
+            rows,
+            replaced,
+            file: file.to_owned(),
+        }))
+    }
+}
+
+/// The partition column computed from the row's own date, as SQL. The bundled
+/// DuckDB has no ICU, so a timestamp's UTC date is read from its text form.
+fn partition_sql(table: &TableDef, part: LakePartition) -> String {
+    let source = ident(part.source());
+    let ty = table
+        .columns
+        .iter()
+        .find(|c| c.name == part.source())
+        .map(|c| c.ty)
+        .expect("a lake partition names a column of its table");
+    match (part, ty) {
+        (LakePartition::Year(_), ColType::Date) => format!("CAST(year({source}) AS INTEGER)"),
+        (LakePartition::Year(_), _) => format!("CAST(left(CAST({source} AS VARCHAR), 4) AS INTEGER)"),
+        (LakePartition::Month(_), ColType::Date) => format!("strftime({source}, '%Y-%m')"),
+        (LakePartition::Month(_), _) => format!("left(CAST({source} AS VARCHAR), 7)"),
+    }
+}
