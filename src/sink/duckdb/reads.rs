@@ -191,14 +191,18 @@ impl DuckDbSink {
     /// When a table cannot be counted.
     pub fn row_counts(&self) -> Result<Vec<(&'static str, i64)>, SinkError> {
         feeds::catalogue()
-            .map(|table| {
-                let sql = format!("SELECT count(*) FROM {}", ident(table.name));
-                let n = self
-                    .connection()
-                    .query_row(&sql, [], |r| r.get(0))
-                    .map_err(sql_err(table.name, "counting rows"))?;
-                Ok((table.name, n))
-            })
+            .map(|table| Ok((table.name, self.row_count(table.name)?)))
             .collect()
+    }
+
+    /// Rows in `table`.
+    ///
+    /// # Errors
+    /// When the table cannot be counted.
+    pub fn row_count(&self, table: &str) -> Result<i64, SinkError> {
+        let sql = format!("SELECT count(*) FROM {}", ident(table));
+        self.connection()
+            .query_row(&sql, [], |r| r.get(0))
+            .map_err(sql_err(table, "counting rows"))
     }
 }
