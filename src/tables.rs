@@ -75,20 +75,6 @@ pub enum LoadRule {
     AppendOnChange,
 }
 
-impl LoadRule {
-    pub fn parse(s: &str) -> Option<LoadRule> {
-        match s {
-            "upsert" => Some(LoadRule::Upsert),
-            "insert_once" => Some(LoadRule::InsertOnce),
-            "append" => Some(LoadRule::Append),
-            "history" => Some(LoadRule::History),
-            "replace" => Some(LoadRule::Replace),
-            "append_on_change" => Some(LoadRule::AppendOnChange),
-            _ => None,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy)]
 pub struct Column {
     pub name: &'static str,

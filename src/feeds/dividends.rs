@@ -123,11 +123,7 @@ pub static FEED: Feed = Feed {
     route: "/api/v1/companies/{company}/dividends",
     auth: true,
     tables: &[&DIVIDENDS, &DIVIDEND_SUMMARIES, &DIVIDEND_YIELDS],
-    fetch: Fetch::PerCompany(PerCompany {
-        query: None,
-        read: read_page,
-        absent_on_404: false,
-    }),
+    fetch: Fetch::PerCompany(PerCompany::plain(read_page)),
     params: &[],
     check: nothing_more,
 };

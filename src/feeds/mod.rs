@@ -99,6 +99,17 @@ pub struct PerCompany {
     pub absent_on_404: bool,
 }
 
+impl PerCompany {
+    /// A route asked as it is, whose 404 is a failure like any other.
+    pub const fn plain(read: ReadCompany) -> PerCompany {
+        PerCompany {
+            query: None,
+            read,
+            absent_on_404: false,
+        }
+    }
+}
+
 impl Fetch {
     /// The placeholders a route for this engine must hold.
     pub fn holes(&self) -> &'static [&'static str] {

@@ -78,11 +78,7 @@ pub static FEED: Feed = Feed {
     route: "/api/v1/companies/{company}/regulation",
     auth: true,
     tables: &[&REGULATION_ACTIONS, &REGULATION_COVERAGE],
-    fetch: Fetch::PerCompany(PerCompany {
-        query: None,
-        read: read_page,
-        absent_on_404: false,
-    }),
+    fetch: Fetch::PerCompany(PerCompany::plain(read_page)),
     params: &[],
     check: nothing_more,
 };
