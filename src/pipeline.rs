@@ -134,7 +134,7 @@ impl Pipeline {
         })
     }
 
-    /// Whether the pipeline goes company by company through the universe.
+    /// Whether the pipeline sends a request per company of the universe each run.
     pub fn per_company(&self) -> bool {
         self.feed.fetch.per_company()
     }

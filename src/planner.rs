@@ -38,9 +38,7 @@ pub fn requests_due(
         keys.dedup();
         keys.len() as u64
     };
-    let fans_out = pipelines
-        .iter()
-        .any(|p| p.per_company() && !matches!(p.feed.fetch, Fetch::ParentTexts { .. }));
+    let fans_out = pipelines.iter().any(Pipeline::per_company);
     let mut due = if fans_out { unresolved } else { 0 };
     for p in pipelines {
         due += match &p.feed.fetch {

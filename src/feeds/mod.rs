@@ -126,9 +126,17 @@ impl Fetch {
         }
     }
 
-    /// Whether the engine goes company by company through the universe.
+    /// Whether the engine sends a request per company of the universe each
+    /// run (item texts go by the parent table's rows instead).
     pub fn per_company(&self) -> bool {
-        !self.holes().is_empty() && self.holes()[0] == "{company}"
+        matches!(
+            self,
+            Fetch::PerCompany(_)
+                | Fetch::Universe
+                | Fetch::CompanyCursor
+                | Fetch::CompanyIndex
+                | Fetch::DocumentsAndSections
+        )
     }
 }
 
