@@ -8,14 +8,14 @@
 //! - [`planner`]: what a run must fetch, from checkpoints.
 //! - [`upstream`]: the HTTP client: auth, pacing, retries, request log.
 //! - [`feeds`]: one module per upstream route family: its wire shapes, its
-//!   tables and rows, and the fetch engine that reads it; the registry and
-//!   the warehouse catalogue.
+//!   tables and rows, and the fetch engine that reads it; the engines'
+//!   contracts ([`feeds::Fetch`]), the registry and the warehouse catalogue.
 //! - [`wire`]: the service's error body, and percent-encoding for paths.
 //! - [`records`]: what a feed's reader writes a response into, with quarantine for bad records.
 //! - [`tables`] and [`batch`]: what a table is, how one is declared with its row struct, and the Arrow batches built from rows.
 //! - [`bookkeeping`]: fdsync's own `_sync_*` tables.
 //! - [`sink`]: DuckDB; rows and checkpoints committed together.
-//! - [`sync`]: one run of the pipelines, with its run log.
+//! - [`sync`]: one run of the pipelines, with its run log; one file per fetch engine.
 //! - [`emulator`]: the upstream service, offline, for tests, demo and benchmarks.
 //! - [`clock`]: real or simulated time, shared by the emulator and the client.
 //! - [`daemon`]: `fdsync daemon`: schedules, the live stream, metrics, clean stop.
@@ -23,12 +23,13 @@
 //! - [`metrics`] and [`progress`]: what operators watch.
 //! - [`demo`]: `fdsync demo`.
 //! - [`lake`]: the Delta lake of Parquet files published from the warehouse.
-//! - [`bench`]: `fdsync bench`: the benchmarks of BENCHMARKS.md.
+//!
+//! The benchmarks of BENCHMARKS.md (`fdsync bench`) live with the binary, in
+//! `src/bin/fdsync/bench/`, outside the library.
 
 #![forbid(unsafe_code)]
 
 pub mod batch;
-pub mod bench;
 pub mod bookkeeping;
 pub mod clock;
 pub mod config;

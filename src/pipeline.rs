@@ -141,7 +141,7 @@ impl Pipeline {
 
     /// Whether the pipeline only resolves the universe.
     pub fn resolves_universe(&self) -> bool {
-        matches!(self.feed.fetch, Fetch::Universe)
+        matches!(self.feed.fetch, Fetch::Universe(_))
     }
 }
 

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 use crate::config::UniverseConfig;
-use crate::feeds::Fetch;
 use crate::pipeline::Pipeline;
 use crate::sink::StoredCheckpoint;
 
@@ -41,15 +40,7 @@ pub fn requests_due(
     let fans_out = pipelines.iter().any(Pipeline::per_company);
     let mut due = if fans_out { unresolved } else { 0 };
     for p in pipelines {
-        due += match &p.feed.fetch {
-            Fetch::Universe => 0,
-            // Texts of filings not yet fetched: unknown until the parent table is read.
-            Fetch::ParentTexts { .. } => 0,
-            Fetch::PerCompany(_) | Fetch::CompanyCursor | Fetch::CompanyIndex | Fetch::DocumentsAndSections => distinct,
-            // A country's list, then one request per series: at least two.
-            Fetch::PerCountry => 2 * universe.countries.len() as u64,
-            Fetch::Single(_) | Fetch::Cursor | Fetch::OffsetWindows | Fetch::Layers => 1,
-        };
+        due += p.feed.fetch.least_requests(distinct, universe.countries.len() as u64);
     }
     due
 }

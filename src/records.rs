@@ -29,16 +29,14 @@ pub struct Rows {
     /// Partitions of `replace` tables this response holds in full.
     replaced: Vec<(&'static str, String)>,
     pub quarantined: Vec<Quarantined>,
-    /// The `news_sources` rows already made from this response's items, or
-    /// from every page of a tape ([`Rows::share_news_sources`]): a page of
-    /// 200 items names a handful of sources, and each row more is one more
-    /// for the commit to stage and merge.
-    news_sources_made: NewsSourcesMade,
+    /// The keys of rows already made from this response, or from every page
+    /// of a tape ([`Rows::share_seen`]).
+    seen: SeenKeys,
 }
 
-/// The `news_sources` rows made so far, by their JSON: shared by the pages
-/// of a tape, which are mapped on blocking threads.
-pub type NewsSourcesMade = std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
+/// Keys of rows made so far: shared by the pages of a tape, which are
+/// mapped on blocking threads.
+pub type SeenKeys = std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
 
 impl Rows {
     pub fn new(run_id: &str, route: &str, fetched_at: DateTime<Utc>) -> Rows {
@@ -49,16 +47,15 @@ impl Rows {
             builders: Vec::new(),
             replaced: Vec::new(),
             quarantined: Vec::new(),
-            news_sources_made: NewsSourcesMade::default(),
+            seen: SeenKeys::default(),
         }
     }
 
-    /// Makes `news_sources` rows only for sources `made` has not seen: the
-    /// pages of one tape share it, so an unchanged source is loaded once a
-    /// run rather than once a page (a merge each, about 5 ms). A source
-    /// whose fields change is a new row.
-    pub fn share_news_sources(&mut self, made: NewsSourcesMade) {
-        self.news_sources_made = made;
+    /// Shares `seen` ([`Rows::is_new`]) with the other pages of one tape, so
+    /// that a row many pages repeat is loaded once a run rather than once a
+    /// page (a merge each, about 5 ms).
+    pub fn share_seen(&mut self, seen: SeenKeys) {
+        self.seen = seen;
     }
 
     /// Declares that these rows hold all of `partition` in `table` (a
@@ -66,6 +63,11 @@ impl Rows {
     pub fn replace_partition(&mut self, table: &'static TableDef, partition: &str) {
         self.builder(table);
         self.replaced.push((table.name, partition.to_owned()));
+    }
+
+    /// Whether nothing was written: no row, no replaced partition, no quarantine.
+    pub fn is_empty(&self) -> bool {
+        self.builders.is_empty() && self.quarantined.is_empty()
     }
 
     /// Appends `row` to its table, with the record as served.
@@ -92,13 +94,14 @@ impl Rows {
         }
     }
 
-    /// Whether `source_json` (a news source as its rows would hold it) is new
-    /// to this response or the tape sharing [`Rows::share_news_sources`].
-    pub fn news_source_is_new(&self, source_json: &str) -> bool {
-        self.news_sources_made
+    /// Whether `key` (a row as it would be stored) is new to this response or
+    /// the tape sharing [`Rows::share_seen`]; a row whose fields change is a
+    /// new key.
+    pub fn is_new(&self, key: &str) -> bool {
+        self.seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(source_json.to_owned())
+            .insert(key.to_owned())
     }
 
     /// Parses one record, or quarantines it with the reason.

@@ -872,7 +872,7 @@ mod garbage {
         #[test]
         fn item_texts_are_kept_verbatim(text in any::<String>()) {
             let mut rows = rows();
-            read_item_text(&mut rows, "0000320193-26-000001", "8.01", "0000320193", &text);
+            read_item_text(&mut rows, &text, "0000320193", "0000320193-26-000001", "8.01");
             let batches = rows.into_batches().unwrap();
             let batch = &batches[0].batch;
             let column = |name: &str| {

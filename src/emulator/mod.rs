@@ -14,6 +14,7 @@ mod gate;
 pub mod geo;
 pub mod keys;
 pub mod macro_series;
+mod market;
 pub mod news;
 mod news_routes;
 mod routes;

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{Feed, Fetch, nothing_more};
+use super::{Feed, Fetch, nothing_more, parse_body};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::LoadRule;
@@ -39,10 +39,16 @@ pub static FEED: Feed = Feed {
     route: "/api/v1/companies/{company}",
     auth: true,
     tables: &[&COMPANIES],
-    fetch: Fetch::Universe,
+    fetch: Fetch::Universe(read_key),
     params: &[],
     check: nothing_more,
 };
+
+/// A lookup's `companies` row; the canonical key, unless the payload has none usable.
+fn read_key(rows: &mut Rows, body: &[u8]) -> Result<Option<String>, String> {
+    let raw: &RawValue = parse_body(body)?;
+    Ok(read(rows, raw).map(|company| company.cik))
+}
 
 /// A `companies` row; the company, unless its payload has no usable key.
 pub fn read(rows: &mut Rows, raw: &RawValue) -> Option<Company> {

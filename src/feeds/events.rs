@@ -7,7 +7,10 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Feed, Fetch, Params, nothing_more, page_limit, parse_body};
+use super::{
+    CompanyIndex, Entry, Feed, Fetch, Params, ParentTexts, Pending, Stored, StoredParts, WindowPage, Windows,
+    nothing_more, page_limit, parse_body,
+};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
@@ -72,13 +75,31 @@ table! {
     load: LoadRule::InsertOnce,
 }
 
+/// Where events are stored, for the queries that size and steer requests.
+static STORED: Stored = Stored {
+    table: &EVENTS,
+    company: "company_key",
+    id: "accession",
+    dated: "filing_date",
+};
+
+/// A headline is gated (served null) for hours after a filing is accepted.
+static GATED: Pending = Pending {
+    column: "headline",
+    received: "accepted_at",
+};
+
 /// The per-company index: whole history once, then only what is new.
 pub static FEED: Feed = Feed {
     name: "events",
     route: "/api/v1/companies/{company}/events",
     auth: true,
     tables: &[&EVENTS],
-    fetch: Fetch::CompanyIndex,
+    fetch: Fetch::CompanyIndex(CompanyIndex {
+        read: read_index,
+        stored: &STORED,
+        pending: &GATED,
+    }),
     params: &[],
     check: nothing_more,
 };
@@ -89,7 +110,12 @@ pub static WIRE: Feed = Feed {
     route: "/api/v1/events/wire",
     auth: true,
     tables: &[&EVENTS],
-    fetch: Fetch::OffsetWindows,
+    fetch: Fetch::OffsetWindows(Windows {
+        query: |day, limit, offset| format!("from={day}&to={day}&sort=oldest&limit={limit}&offset={offset}"),
+        read: read_wire,
+        stored: &STORED,
+        pending: &GATED,
+    }),
     params: &["backfill_days", "page_limit"],
     check: paged,
 };
@@ -112,13 +138,48 @@ pub static TEXTS: Feed = Feed {
     route: "/api/v1/companies/{company}/events/{accession}",
     auth: true,
     tables: &[&EVENT_ITEM_TEXTS],
-    fetch: Fetch::ParentTexts { parent: &EVENTS },
+    fetch: Fetch::ParentTexts(ParentTexts {
+        parent: &STORED,
+        parts: "items",
+        texts: &StoredParts {
+            table: &EVENT_ITEM_TEXTS,
+            company: "company_key",
+            id: "accession",
+            part: "item",
+        },
+        part_query: "item",
+        read: read_item_text,
+    }),
     params: &["text_days"],
     check: nothing_more,
 };
 
 fn paged(_route: &str, params: &Params) -> Result<(), String> {
     page_limit(params)
+}
+
+fn read_wire(rows: &mut Rows, body: &[u8]) -> Result<WindowPage, String> {
+    let page: EventsPage = parse_body(body)?;
+    for raw in &page.events {
+        read(rows, raw, None, None);
+    }
+    Ok(WindowPage {
+        count: page.events.len(),
+        total: page.total,
+    })
+}
+
+fn read_index(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Entry>, String> {
+    let page: EventsPage = parse_body(body)?;
+    Ok(page
+        .events
+        .iter()
+        .filter_map(|raw| read(rows, raw, Some(company_key), page.symbol.as_deref()))
+        .map(|e| Entry {
+            id: e.accession,
+            received: e.accepted_at,
+        })
+        .collect())
 }
 
 fn read_latest(rows: &mut Rows, body: &[u8]) -> Result<String, String> {
@@ -154,7 +215,7 @@ pub fn read(rows: &mut Rows, raw: &RawValue, company_key: Option<&str>, symbol: 
 }
 
 /// An `event_item_texts` row; the plain-text body is kept as a JSON string in `raw`.
-pub fn read_item_text(rows: &mut Rows, accession: &str, item: &str, company_key: &str, text: &str) {
+pub fn read_item_text(rows: &mut Rows, text: &str, company_key: &str, accession: &str, item: &str) {
     let row = EventItemTextRow {
         accession: Some(accession),
         item: Some(item),

@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Feed, Fetch, Params, route_param};
+use super::{Document, DocumentParts, Feed, Fetch, Params, Part, Stored, StoredParts, parse_body, route_param};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
@@ -74,7 +74,22 @@ pub static FEED: Feed = Feed {
     route: "/api/v1/companies/{company}/filing-notes",
     auth: true,
     tables: &[&FILINGS, &FILING_SECTIONS],
-    fetch: Fetch::DocumentsAndSections,
+    fetch: Fetch::DocumentsAndSections(DocumentParts {
+        list: read_list,
+        read_part,
+        documents: &Stored {
+            table: &FILINGS,
+            company: "company_key",
+            id: "accession",
+            dated: "filed_at",
+        },
+        parts: &StoredParts {
+            table: &FILING_SECTIONS,
+            company: "company_key",
+            id: "accession",
+            part: "section_key",
+        },
+    }),
     params: &["section_route", "text_days"],
     check,
 };
@@ -85,6 +100,35 @@ fn check(_route: &str, params: &Params) -> Result<(), String> {
         "section_route",
         &["{company}", "{accession}", "{section}"],
     )
+}
+
+fn read_list(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Document>, String> {
+    let page: FilingNotesPage = parse_body(body)?;
+    Ok(read(rows, &page, company_key)
+        .into_iter()
+        .map(|f| Document {
+            id: f.accession,
+            dated: f.filed_at,
+            parts: f
+                .sections
+                .into_iter()
+                .map(|s| Part {
+                    key: s.key,
+                    title: s.title,
+                })
+                .collect(),
+        })
+        .collect())
+}
+
+fn read_part(rows: &mut Rows, body: &[u8], company_key: &str, accession: &str, part: &Part) -> Result<(), String> {
+    let raw: &RawValue = parse_body(body)?;
+    let section = SectionRef {
+        key: part.key.clone(),
+        title: part.title.clone(),
+    };
+    read_section(rows, raw, company_key, accession, &section);
+    Ok(())
 }
 
 /// `filings` from the filing-notes list; returns each filing with its sections, newest first.

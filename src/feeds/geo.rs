@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Feed, Fetch, Params, route_param};
+use super::{Feed, Fetch, Layers, Params, parse_body, route_param};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
@@ -72,7 +72,15 @@ pub static FEED: Feed = Feed {
     route: "/api/v1/geo/countries?layers={layers}",
     auth: true,
     tables: &[&GEO_LAYERS, &GEO_COUNTRY_COUNTS],
-    fetch: Fetch::Layers,
+    fetch: Fetch::Layers(Layers {
+        list: |rows, body, day| Ok(read_layers(rows, &parse_body(body)?, day)),
+        read: |rows, body, day| {
+            read_counts(rows, &parse_body(body)?, day);
+            Ok(())
+        },
+        configured: |config| &config.universe.geo_layers,
+        configured_key: "universe.geo_layers",
+    }),
     params: &["layers_route"],
     check,
 };

@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Feed, Fetch, Params, route_param};
+use super::{Feed, Fetch, Listed, Params, PerCountry, parse_body, route_param};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
@@ -83,7 +83,10 @@ pub static FEED: Feed = Feed {
     route: "/api/v1/countries/{country}",
     auth: true,
     tables: &[&MACRO_SERIES, &MACRO_OBSERVATIONS],
-    fetch: Fetch::PerCountry,
+    fetch: Fetch::PerCountry(PerCountry {
+        list: read_list,
+        read: read_history,
+    }),
     params: &["series_route"],
     check,
 };
@@ -94,6 +97,41 @@ fn check(_route: &str, params: &Params) -> Result<(), String> {
         "series_route",
         &["{country}", "{series}"],
     )
+}
+
+/// A country's series list: each series whose key the history route takes.
+fn read_list(rows: &mut Rows, body: &[u8]) -> Result<Vec<Listed>, String> {
+    let page: CountryPage = parse_body(body)?;
+    let mut listed = Vec::new();
+    for raw in page.macro_series {
+        match serde_json::from_str::<SeriesRef>(raw.get()) {
+            Ok(entry) if is_series_key(&entry.key) => listed.push(Listed {
+                key: entry.key,
+                raw: raw.to_owned(),
+            }),
+            Ok(entry) => rows.quarantine(raw.get(), format!("series key {:?} is not [A-Z0-9_]+", entry.key)),
+            Err(e) => rows.quarantine(raw.get(), format!("series list entry: {e}")),
+        }
+    }
+    Ok(listed)
+}
+
+/// The wire contract's series key alphabet; anything else would be a 400.
+fn is_series_key(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// One series' page: its `macro_series` row and every observation; the
+/// cursor is the newest vintage.
+fn read_history(rows: &mut Rows, body: &[u8], country: &str, listed: &Listed) -> Result<String, String> {
+    let page: SeriesPage = parse_body(body)?;
+    let entry: SeriesRef = parse_body(listed.raw.get().as_bytes())?;
+    read_series(rows, country, &listed.raw, &entry, &page);
+    let newest_vintage = read_observations(rows, country, &listed.key, &page);
+    Ok(newest_vintage.map(|d| d.to_string()).unwrap_or_default())
 }
 
 /// `macro_series` from one series page, with the list entry it was found under.

@@ -13,6 +13,7 @@ pub mod companies;
 pub mod coverage;
 pub mod dividends;
 pub mod events;
+mod fetch;
 pub mod filings;
 pub mod geo;
 pub mod indices;
@@ -22,12 +23,13 @@ pub mod news;
 pub mod prices;
 pub mod regulation;
 
-use chrono::NaiveDate;
 use serde::Deserialize;
 
 use crate::bookkeeping::BOOKKEEPING;
 use crate::records::Rows;
 use crate::tables::TableDef;
+
+pub use self::fetch::*;
 
 /// One upstream route family: what the pipeline files name with `feed`.
 pub struct Feed {
@@ -51,92 +53,6 @@ pub struct Feed {
 impl std::fmt::Debug for Feed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Feed").field("name", &self.name).finish_non_exhaustive()
-    }
-}
-
-/// A feed's reader of a whole single-request response: rows, and the
-/// checkpoint cursor to save with them.
-pub type ReadSingle = fn(&mut Rows, body: &[u8]) -> Result<String, String>;
-
-/// A feed's reader of one company's response: the newest date it holds, if any.
-pub type ReadCompany = fn(&mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, String>;
-
-/// The generic engines that fetch feeds (each in [`crate::sync`]).
-pub enum Fetch {
-    /// One request per run.
-    Single(ReadSingle),
-    /// One request per company of the universe, committed with the
-    /// company's checkpoint (the newest date read).
-    PerCompany(PerCompany),
-    /// Resolves the universe's identifiers to company keys.
-    Universe,
-    /// Per configured country: the series list, then each series' history.
-    PerCountry,
-    /// A cursor-paged tape: forward with `after`, back with `before`.
-    Cursor,
-    /// Each company's cursor-paged tape.
-    CompanyCursor,
-    /// Each company's index: whole history once, then only what is new.
-    CompanyIndex,
-    /// A market-wide list by date windows, each paged by offset.
-    OffsetWindows,
-    /// Texts of the parent table's rows still missing them.
-    ParentTexts { parent: &'static TableDef },
-    /// Each company's document list, then the sections not yet stored.
-    DocumentsAndSections,
-    /// A list of layers, then counts for the configured ones.
-    Layers,
-}
-
-/// How [`Fetch::PerCompany`] asks for one company and reads the answer.
-pub struct PerCompany {
-    /// The query string (without `?`) a company's request adds, from the
-    /// date its checkpoint holds; `None` asks for the route as it is.
-    pub query: Option<fn(last: Option<NaiveDate>, today: NaiveDate, params: &Params) -> String>,
-    pub read: ReadCompany,
-    /// A 404 says the company has none of this data (no mandate): noted in
-    /// its checkpoint and asked again after `params.recheck_days`.
-    pub absent_on_404: bool,
-}
-
-impl PerCompany {
-    /// A route asked as it is, whose 404 is a failure like any other.
-    pub const fn plain(read: ReadCompany) -> PerCompany {
-        PerCompany {
-            query: None,
-            read,
-            absent_on_404: false,
-        }
-    }
-}
-
-impl Fetch {
-    /// The placeholders a route for this engine must hold.
-    pub fn holes(&self) -> &'static [&'static str] {
-        match self {
-            Fetch::PerCompany(_)
-            | Fetch::Universe
-            | Fetch::CompanyCursor
-            | Fetch::CompanyIndex
-            | Fetch::DocumentsAndSections => &["{company}"],
-            Fetch::ParentTexts { .. } => &["{company}", "{accession}"],
-            Fetch::PerCountry => &["{country}"],
-            Fetch::Layers => &["{layers}"],
-            Fetch::Single(_) | Fetch::Cursor | Fetch::OffsetWindows => &[],
-        }
-    }
-
-    /// Whether the engine sends a request per company of the universe each
-    /// run (item texts go by the parent table's rows instead).
-    pub fn per_company(&self) -> bool {
-        matches!(
-            self,
-            Fetch::PerCompany(_)
-                | Fetch::Universe
-                | Fetch::CompanyCursor
-                | Fetch::CompanyIndex
-                | Fetch::DocumentsAndSections
-        )
     }
 }
 
@@ -246,6 +162,67 @@ pub fn table(name: &str) -> Option<&'static TableDef> {
     catalogue().find(|t| t.name == name)
 }
 
+/// Reads `body` as every response of every feed, with each reader its
+/// engine gives the feed: what the `pages` fuzz target and the seed test run.
+/// A reader may refuse the body or quarantine its records; none may panic.
+pub fn read_as_every_response(rows: &mut Rows, body: &[u8]) {
+    const COMPANY: &str = "0000320193";
+    const DOCUMENT: &str = "0000320193-26-000001";
+    let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 25).expect("a date");
+    for feed in FEEDS {
+        match &feed.fetch {
+            Fetch::Single(read) => {
+                let _ = read(rows, body);
+            }
+            Fetch::Universe(read) => {
+                let _ = read(rows, body);
+            }
+            Fetch::PerCompany(per_company) => {
+                let _ = (per_company.read)(rows, body, COMPANY);
+            }
+            Fetch::PerCountry(per_country) => {
+                let listed = (per_country.list)(rows, body).unwrap_or_default();
+                let entry = serde_json::value::RawValue::from_string(r#"{"key":"GDP"}"#.into()).expect("JSON");
+                let fallback = Listed {
+                    key: "GDP".into(),
+                    raw: entry,
+                };
+                for listed in listed.iter().take(3).chain([&fallback]) {
+                    let _ = (per_country.read)(rows, body, "US", listed);
+                }
+            }
+            Fetch::Cursor(tape) | Fetch::CompanyCursor(tape) => {
+                let _ = (tape.head)(body);
+                let _ = (tape.read)(rows, body, Some(COMPANY));
+            }
+            Fetch::CompanyIndex(index) => {
+                let _ = (index.read)(rows, body, COMPANY);
+            }
+            Fetch::OffsetWindows(windows) => {
+                let _ = (windows.read)(rows, body);
+            }
+            // Bodies that are not UTF-8 are quarantined before a text reader sees them.
+            Fetch::ParentTexts(texts) => {
+                if let Ok(text) = std::str::from_utf8(body) {
+                    (texts.read)(rows, text, COMPANY, DOCUMENT, "2.02");
+                }
+            }
+            Fetch::DocumentsAndSections(parts) => {
+                let _ = (parts.list)(rows, body, COMPANY);
+                let part = Part {
+                    key: "mdna".into(),
+                    title: None,
+                };
+                let _ = (parts.read_part)(rows, body, COMPANY, DOCUMENT, &part);
+            }
+            Fetch::Layers(layers) => {
+                let _ = (layers.list)(rows, body, day);
+                let _ = (layers.read)(rows, body, day);
+            }
+        }
+    }
+}
+
 /// The check of a feed that needs nothing beyond its engine and params list.
 fn nothing_more(_route: &str, _params: &Params) -> Result<(), String> {
     Ok(())
@@ -309,6 +286,21 @@ mod tests {
                 assert!(t.columns.iter().any(|c| c.name == p.source()), "{}", t.name);
             }
         }
+    }
+
+    /// The `pages` fuzz target's seeds, each read as every response.
+    #[test]
+    fn every_reader_takes_every_seed_page_without_panic_and_makes_valid_batches() {
+        let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/pages");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&seeds).expect("the seeds") {
+            let body = std::fs::read(entry.expect("a seed").path()).expect("a seed's bytes");
+            let mut rows = Rows::new("run-seed", "/api/v1/seed", chrono::DateTime::UNIX_EPOCH);
+            read_as_every_response(&mut rows, &body);
+            rows.into_batches().expect("mapped rows make valid batches");
+            read += 1;
+        }
+        assert!(read >= 10, "{read} seeds");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Feed, Fetch, Params, nothing_more, page_limit, parse_body, route_param};
+use super::{Arrival, Feed, Fetch, Params, Tape, TapeHead, nothing_more, page_limit, parse_body, route_param};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
@@ -192,7 +192,7 @@ pub static FEED: Feed = Feed {
     route: "/api/v1/news/feed",
     auth: true,
     tables: &[&NEWS_ITEMS, &NEWS_HEADLINE_REVISIONS, &NEWS_SOURCES],
-    fetch: Fetch::Cursor,
+    fetch: Fetch::Cursor(TAPE),
     params: &["stream_route", "backfill_days", "page_limit"],
     check: tape,
 };
@@ -208,7 +208,7 @@ pub static COMPANY: Feed = Feed {
         &NEWS_SOURCES,
         &NEWS_COMPANY_ITEMS,
     ],
-    fetch: Fetch::CompanyCursor,
+    fetch: Fetch::CompanyCursor(TAPE),
     params: &["backfill_days", "page_limit"],
     check: tape,
 };
@@ -232,6 +232,56 @@ pub static TOPICS: Feed = Feed {
     params: &[],
     check: nothing_more,
 };
+
+/// The tape's pages, the company feeds' and the live stream's frames alike.
+const TAPE: Tape = Tape {
+    head: read_head,
+    read: read_page,
+    filters: |config| config.news.query(),
+};
+
+/// A page's cursors, read without mapping its items. A page is in arrival
+/// order (the wire contract: ids sort in arrival order, a page back newest
+/// first), so its oldest item is at one end; both ends are read, whichever
+/// order a server chose. An end item whose `firstSeenAt` does not parse
+/// (quarantined by the mapping) gives way to its neighbour.
+fn read_head(body: &[u8]) -> Result<TapeHead, String> {
+    let page: NewsPage = parse_body(body)?;
+    let seen = |raw: &&RawValue| {
+        serde_json::from_str::<NewsItemSeen>(raw.get())
+            .ok()
+            .and_then(|seen| seen.first_seen_at)
+    };
+    let oldest = page
+        .items
+        .iter()
+        .find_map(seen)
+        .into_iter()
+        .chain(page.items.iter().rev().find_map(seen))
+        .min();
+    Ok(TapeHead {
+        latest_id: page.latest_id,
+        next_cursor: page.next_cursor,
+        has_more: page.has_more,
+        server_time: page.server_time,
+        items: page.items.len(),
+        oldest,
+    })
+}
+
+/// Every item of a page ([`read_item`]).
+fn read_page(rows: &mut Rows, body: &[u8], company_key: Option<&str>) -> Result<Vec<Arrival>, String> {
+    let page: NewsPage = parse_body(body)?;
+    Ok(page
+        .items
+        .iter()
+        .filter_map(|raw| read_item(rows, raw, company_key))
+        .map(|seen| Arrival {
+            first_seen_at: seen.first_seen_at,
+            rewritten: seen.rewritten,
+        })
+        .collect())
+}
 
 fn tape(_route: &str, params: &Params) -> Result<(), String> {
     if params.stream_route.is_some() {
@@ -300,7 +350,7 @@ pub fn read_item(rows: &mut Rows, raw: &RawValue, company_key: Option<&str>) -> 
         let source_raw = serde_json::to_string(&serde_json::json!({"id": s.id, "name": s.name,
             "licenceClass": s.licence_class, "attribution": s.attribution, "displayPolicy": s.display_policy}))
         .unwrap_or_default();
-        if rows.news_source_is_new(&source_raw) {
+        if rows.is_new(&source_raw) {
             push_source(rows, s, &source_raw);
         }
     }

@@ -5,14 +5,17 @@
 //! exhausted quota stops the run, since every further request would fail too.
 
 mod commit;
-mod documents;
-mod events;
+mod index;
+mod layers;
 mod ledger;
-mod macro_history;
-mod news;
+mod parts;
+mod per_country;
 mod report;
 mod stream;
+mod tape;
+mod texts;
 mod universe;
+mod windows;
 
 use chrono::NaiveDate;
 use futures::StreamExt;
@@ -242,16 +245,16 @@ impl Syncer {
         let mut progress = Progress::default();
         let result = match &pipeline.feed.fetch {
             Fetch::Single(read) => self.run_single(pipeline, *read, run_id, &mut progress).await,
-            Fetch::Cursor => self.run_news(pipeline, run_id, &mut progress).await,
-            Fetch::OffsetWindows => self.run_events_wire(pipeline, run_id, &mut progress).await,
-            Fetch::Layers => self.run_geo(pipeline, run_id, &mut progress).await,
-            Fetch::PerCountry => self.run_macro(pipeline, run_id, &mut progress).await,
-            Fetch::Universe
+            Fetch::Cursor(tape) => self.run_tape(pipeline, tape, run_id, &mut progress).await,
+            Fetch::OffsetWindows(windows) => self.run_windows(pipeline, windows, run_id, &mut progress).await,
+            Fetch::Layers(layers) => self.run_layers(pipeline, layers, run_id, &mut progress).await,
+            Fetch::PerCountry(per_country) => self.run_per_country(pipeline, per_country, run_id, &mut progress).await,
+            Fetch::Universe(_)
             | Fetch::PerCompany(_)
-            | Fetch::CompanyCursor
-            | Fetch::CompanyIndex
-            | Fetch::ParentTexts { .. }
-            | Fetch::DocumentsAndSections => self.run_members(pipeline, run_id, universe, &mut progress).await,
+            | Fetch::CompanyCursor(_)
+            | Fetch::CompanyIndex(_)
+            | Fetch::ParentTexts(_)
+            | Fetch::DocumentsAndSections(_) => self.run_members(pipeline, run_id, universe, &mut progress).await,
         };
         match result {
             Ok(()) => Ok(progress),
@@ -316,10 +319,13 @@ impl Syncer {
             checkpoints.get(&m.key).map(|c| c.updated_at)
         });
         match &pipeline.feed.fetch {
-            Fetch::CompanyCursor => self.run_company_news(pipeline, run_id, members, progress).await,
-            Fetch::CompanyIndex => self.run_events_index(pipeline, run_id, members, progress).await,
-            Fetch::ParentTexts { .. } => self.run_event_texts(pipeline, run_id, members, progress).await,
-            Fetch::DocumentsAndSections => self.run_filings(pipeline, run_id, members, progress).await,
+            Fetch::CompanyCursor(tape) => self.run_company_tapes(pipeline, tape, run_id, members, progress).await,
+            Fetch::CompanyIndex(index) => self.run_company_index(pipeline, index, run_id, members, progress).await,
+            Fetch::ParentTexts(texts) => self.run_parent_texts(pipeline, texts, run_id, members, progress).await,
+            Fetch::DocumentsAndSections(parts) => {
+                self.run_document_parts(pipeline, parts, run_id, members, progress)
+                    .await
+            }
             Fetch::PerCompany(per_company) => {
                 self.run_per_company(pipeline, per_company, run_id, members, checkpoints, progress)
                     .await

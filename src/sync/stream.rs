@@ -1,8 +1,8 @@
-//! The live news stream: Server-Sent Events whose `items` frames carry a feed
-//! body. Each frame commits with the cursor after it (the news pipeline's
-//! `stream` partition), and every connection starts from the last committed
-//! cursor with `after` and `changedSince`, so a server close, a dropped link
-//! or a crash loses nothing and repeats nothing.
+//! A tape's live stream: Server-Sent Events whose `items` frames each carry
+//! a page of the tape ([`Fetch::Cursor`]). Each frame commits with the cursor
+//! after it (the pipeline's `stream` partition), and every connection starts
+//! from the last committed cursor with `after` and `changedSince`, so a
+//! server close, a dropped link or a crash loses nothing and repeats nothing.
 
 use std::time::{Duration, Instant};
 
@@ -11,9 +11,9 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::news::{STREAM_PARTITION, TapeCursor};
+use super::tape::{STREAM_PARTITION, TapeCursor};
 use super::{PipelineOutcome, Progress, RunStatus, SyncError, Syncer, upstream_error};
-use crate::feeds::news::{self as feed, NewsPage};
+use crate::feeds::{Fetch, Tape};
 use crate::pipeline::Pipeline;
 use crate::records::Rows;
 use crate::upstream::{UpstreamError, encode};
@@ -66,7 +66,8 @@ impl Syncer {
         shutdown: &CancellationToken,
         keep_lags: bool,
     ) -> Result<StreamReport, SyncError> {
-        let Some(stream_route) = pipeline.params.stream_route.clone() else {
+        let (Fetch::Cursor(tape), Some(stream_route)) = (&pipeline.feed.fetch, pipeline.params.stream_route.clone())
+        else {
             return Err(SyncError::Other(format!(
                 "pipeline {} has no params.stream_route: nothing to stream",
                 pipeline.name
@@ -81,7 +82,15 @@ impl Syncer {
             ..StreamReport::default()
         };
         let result = self
-            .stream_until(pipeline, &stream_route, &run_id, shutdown, &mut progress, &mut report)
+            .stream_until(
+                pipeline,
+                tape,
+                &stream_route,
+                &run_id,
+                shutdown,
+                &mut progress,
+                &mut report,
+            )
             .await;
         let outcome = PipelineOutcome {
             pipeline: format!("{}:{STREAM_PARTITION}", pipeline.name),
@@ -99,9 +108,11 @@ impl Syncer {
         result.map(|()| report)
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn stream_until(
         &self,
         pipeline: &Pipeline,
+        tape: &Tape,
         stream_route: &str,
         run_id: &str,
         shutdown: &CancellationToken,
@@ -115,7 +126,7 @@ impl Syncer {
         let mut cursor = TapeCursor::read(own, STREAM_PARTITION);
         // The backfill is the poll's business.
         (cursor.before, cursor.horizon) = (None, None);
-        let filters = self.config.news.query();
+        let filters = (tape.filters)(&self.config);
         let new_backoff = || {
             ExponentialBuilder::default()
                 .with_min_delay(Duration::from_millis(200))
@@ -153,7 +164,7 @@ impl Syncer {
                     let frames_before = report.frames;
                     let ended = self
                         .read_frames(
-                            pipeline,
+                            (pipeline, tape),
                             response,
                             &route,
                             run_id,
@@ -214,7 +225,7 @@ impl Syncer {
     #[allow(clippy::too_many_arguments)]
     async fn read_frames(
         &self,
-        pipeline: &Pipeline,
+        pipeline: (&Pipeline, &Tape),
         response: reqwest::Response,
         route: &str,
         run_id: &str,
@@ -273,7 +284,7 @@ impl Syncer {
     #[allow(clippy::too_many_arguments)]
     async fn commit_frames(
         &self,
-        pipeline: &Pipeline,
+        (pipeline, tape): (&Pipeline, &Tape),
         frames: &[String],
         route: &str,
         run_id: &str,
@@ -286,25 +297,24 @@ impl Syncer {
         let mut taken = 0;
         let mut bad = None;
         for data in frames {
-            let page: NewsPage = match serde_json::from_str(data) {
+            let page = (tape.head)(data.as_bytes())
+                .and_then(|head| Ok((head, (tape.read)(&mut rows, data.as_bytes(), None)?)));
+            let (head, arrivals) = match page {
                 Ok(page) => page,
                 Err(e) => {
                     bad = Some(format!("a frame did not parse: {e}"));
                     break;
                 }
             };
-            for raw in &page.items {
-                let Some(seen) = feed::read_item(&mut rows, raw, None) else {
-                    continue;
-                };
-                if seen.rewritten {
+            for arrival in arrivals {
+                if arrival.rewritten {
                     report.rewrites += 1;
                 } else {
-                    first_seen.push(seen.first_seen_at);
+                    first_seen.push(arrival.first_seen_at);
                 }
             }
-            cursor.after = page.latest_id.clone().or(cursor.after.take());
-            cursor.changed_since = page.server_time.clone().or(cursor.changed_since.take());
+            cursor.after = head.latest_id.or(cursor.after.take());
+            cursor.changed_since = head.server_time.or(cursor.changed_since.take());
             taken += 1;
         }
         if taken > 0 {

@@ -1,11 +1,10 @@
-//! The universe: each configured identifier resolved once to its canonical
-//! `company_key`, aliases of one company merged.
+//! The universe engine ([`Fetch::Universe`]): each configured identifier
+//! resolved once to its canonical `company_key`, aliases of one company merged.
 
 use futures::StreamExt;
-use serde_json::value::RawValue;
 
 use super::{Member, Progress, SyncError, Syncer, UNIVERSE_PIPELINE, send_fetched, upstream_error};
-use crate::feeds;
+use crate::feeds::{self, Fetch};
 use crate::records::Rows;
 use crate::sink::{Checkpoint, StoredCheckpoint};
 use crate::upstream::{Access, UpstreamError, encode};
@@ -30,20 +29,25 @@ impl Syncer {
             .iter()
             .map(|id| id.trim().to_owned())
             .collect();
+        let Some((route, read)) = feeds::FEEDS.iter().find_map(|f| match f.fetch {
+            Fetch::Universe(read) => Some((f.route, read)),
+            _ => None,
+        }) else {
+            return Err(SyncError::Other("no feed resolves the universe".into()));
+        };
         let mut asked = std::collections::HashSet::new();
         let lookups = ids
             .iter()
             .filter(|id| !known.contains_key(*id) && asked.insert(*id))
             .map(|id| {
-                let route = feeds::companies::FEED.route.replace("{company}", &encode(id));
+                let route = route.replace("{company}", &encode(id));
                 async move {
                     let fetched = self
                         .client
                         .get(&route, Access::Key, |body| {
                             let mut rows = Rows::new(run_id, &route, self.clock.now());
-                            let raw: &RawValue = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-                            let company = feeds::companies::read(&mut rows, raw);
-                            Ok((rows, company))
+                            let company_key = read(&mut rows, body)?;
+                            Ok((rows, company_key))
                         })
                         .await;
                     (id, fetched)
@@ -62,11 +66,11 @@ impl Syncer {
                 let ready = match fetched {
                     // A company without its key is quarantined: its rows commit, it joins no pipeline.
                     Ok(f) => {
-                        let (rows, company) = f.value;
-                        let checkpoints = company.map(|company| Checkpoint {
+                        let (rows, company_key) = f.value;
+                        let checkpoints = company_key.map(|company_key| Checkpoint {
                             pipeline: UNIVERSE_PIPELINE.into(),
                             partition: id.clone(),
-                            cursor: company.cik,
+                            cursor: company_key,
                         });
                         Ok((rows, checkpoints.into_iter().collect()))
                     }

@@ -4,6 +4,7 @@
 //! batch whose keys are all new and distinct (a backfill's) skips the staging
 //! table: only its keys are staged, to make sure, and its rows are appended.
 
+mod bench;
 pub mod export;
 mod held;
 mod load;
@@ -219,7 +220,7 @@ impl DuckDbSink {
     ///
     /// # Errors
     /// When the query cannot be prepared or run, or a row cannot be read.
-    pub fn rows<T, C: FromIterator<T>>(
+    pub(super) fn rows<T, C: FromIterator<T>>(
         &self,
         (table, context): (&'static str, &'static str),
         sql: &str,

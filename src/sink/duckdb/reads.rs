@@ -1,12 +1,12 @@
 //! Typed read queries of the warehouse: what the sync side, the daemon and
 //! the demo ask of what is stored, answered without SQL leaving the sink.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{DuckDbSink, ident, sql_err, string_list};
-use crate::feeds;
+use crate::feeds::{self, Pending, Stored, StoredParts};
 use crate::sink::{SinkError, StoredCheckpoint};
 use crate::upstream::ratelimit::QuotaWindow;
 
@@ -51,72 +51,94 @@ impl DuckDbSink {
         Ok(windows.into_iter().next())
     }
 
-    /// The filing date of the oldest stored event since `since` whose
-    /// headline is still gated (NULL).
+    /// The date of the oldest stored document dated since `since` whose
+    /// pending column is still NULL.
     ///
     /// # Errors
-    /// When `events` cannot be read.
-    pub fn earliest_gated_filing(&self, since: NaiveDate) -> Result<Option<NaiveDate>, SinkError> {
-        self.connection()
-            .query_row(
-                "SELECT min(filing_date) FROM events WHERE headline IS NULL AND filing_date >= ?",
-                [since.to_string()],
-                |r| r.get(0),
-            )
-            .map_err(sql_err("events", "finding gated headlines"))
+    /// When the table cannot be read.
+    pub fn earliest_pending(
+        &self,
+        stored: &Stored,
+        pending: &Pending,
+        since: NaiveDate,
+    ) -> Result<Option<NaiveDate>, SinkError> {
+        let sql = format!(
+            "SELECT min({dated}) FROM {table} WHERE {pending} IS NULL AND {dated} >= ?::DATE",
+            dated = ident(stored.dated),
+            table = ident(stored.table.name),
+            pending = ident(pending.column),
+        );
+        let found: Vec<Option<NaiveDate>> = self.rows(
+            (stored.table.name, "finding pending rows"),
+            &sql,
+            &since.to_string(),
+            |r| r.get(0),
+        )?;
+        Ok(found.into_iter().flatten().next())
     }
 
-    /// For each (company, accession of the last event seen): the company's
-    /// stored events from that one on, or from an older one accepted since
-    /// `gated_since` whose headline is still gated.
+    /// For each (company, id of the last document seen): the company's
+    /// stored documents from that one on, or from an older one received
+    /// since `pending_since` still pending.
     ///
     /// # Errors
-    /// When `events` cannot be read.
-    pub fn events_since_anchors(
+    /// When the table cannot be read.
+    pub fn stored_since_anchors(
         &self,
+        stored: &Stored,
+        pending: &Pending,
         anchors: &[(String, String)],
-        gated_since: DateTime<Utc>,
+        pending_since: DateTime<Utc>,
     ) -> Result<Vec<(String, i64)>, SinkError> {
         if anchors.is_empty() {
             return Ok(Vec::new());
         }
         let values: Vec<String> = anchors
             .iter()
-            .map(|(company, accession)| format!("({})", string_list(&[company.clone(), accession.clone()])))
+            .map(|(company, id)| format!("({})", string_list(&[company.clone(), id.clone()])))
             .collect();
         let sql = format!(
-            "WITH cursors(company_key, accession) AS (VALUES {}),
-             gated AS (
-                SELECT company_key, min(accepted_at) AS accepted_at FROM events
-                WHERE headline IS NULL AND accepted_at >= ?::TIMESTAMPTZ
-                  AND company_key IN (SELECT company_key FROM cursors)
-                GROUP BY company_key),
+            "WITH cursors(company_key, id) AS (VALUES {values}),
+             pending AS (
+                SELECT {company} AS company_key, min({received}) AS received FROM {table}
+                WHERE {column} IS NULL AND {received} >= ?::TIMESTAMPTZ
+                  AND {company} IN (SELECT company_key FROM cursors)
+                GROUP BY {company}),
              anchors AS (
-                SELECT c.company_key, least(seen.accepted_at, gated.accepted_at) AS accepted_at
+                SELECT c.company_key, least(seen.{received}, pending.received) AS received
                 FROM cursors c
-                LEFT JOIN events seen ON seen.accession = c.accession
-                LEFT JOIN gated ON gated.company_key = c.company_key)
-             SELECT a.company_key, count(e.accession) FROM anchors a
-             LEFT JOIN events e ON e.company_key = a.company_key
-                AND e.accepted_at >= coalesce(a.accepted_at, '-infinity'::TIMESTAMPTZ)
+                LEFT JOIN {table} seen ON seen.{id} = c.id
+                LEFT JOIN pending ON pending.company_key = c.company_key)
+             SELECT a.company_key, count(d.{id}) FROM anchors a
+             LEFT JOIN {table} d ON d.{company} = a.company_key
+                AND d.{received} >= coalesce(a.received, '-infinity'::TIMESTAMPTZ)
              GROUP BY a.company_key",
-            values.join(", ")
+            values = values.join(", "),
+            table = ident(stored.table.name),
+            company = ident(stored.company),
+            id = ident(stored.id),
+            received = ident(pending.received),
+            column = ident(pending.column),
         );
         self.rows(
-            ("events", "sizing the index requests"),
+            (stored.table.name, "sizing the index requests"),
             &sql,
-            &gated_since.to_rfc3339(),
+            &pending_since.to_rfc3339(),
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
     }
 
-    /// (company, accession, item) of the companies' events filed since
-    /// `since` whose item text is not stored; '' is a filing's uncoded item.
+    /// (company, document, part) of the companies' documents dated since
+    /// `since` whose part text is not stored; '' is a document's uncoded part
+    /// (its `parts` list is empty).
     ///
     /// # Errors
-    /// When `events` or `event_item_texts` cannot be read.
-    pub fn missing_item_texts(
+    /// When either table cannot be read.
+    pub fn missing_parts(
         &self,
+        parent: &Stored,
+        parts: &str,
+        texts: &StoredParts,
         companies: &[String],
         since: NaiveDate,
     ) -> Result<Vec<(String, String, String)>, SinkError> {
@@ -125,29 +147,53 @@ impl DuckDbSink {
         }
         let sql = format!(
             "WITH wanted AS (
-                SELECT company_key, accession,
-                       unnest(CASE WHEN len(items) = 0 THEN ['']::VARCHAR[] ELSE items END) AS item
-                FROM events WHERE company_key IN ({}) AND filing_date >= ?)
-             SELECT w.company_key, w.accession, w.item FROM wanted w
-             ANTI JOIN event_item_texts t ON t.accession = w.accession AND t.item = w.item
-             ORDER BY w.accession, w.item",
-            string_list(companies)
+                SELECT {company} AS company_key, {id} AS id,
+                       unnest(CASE WHEN len({parts}) = 0 THEN ['']::VARCHAR[] ELSE {parts} END) AS part
+                FROM {parent} WHERE {company} IN ({companies}) AND {dated} >= ?::DATE)
+             SELECT w.company_key, w.id, w.part FROM wanted w
+             ANTI JOIN {texts} t ON t.{text_id} = w.id AND t.{text_part} = w.part
+             ORDER BY w.id, w.part",
+            company = ident(parent.company),
+            id = ident(parent.id),
+            parts = ident(parts),
+            parent = ident(parent.table.name),
+            companies = string_list(companies),
+            dated = ident(parent.dated),
+            texts = ident(texts.table.name),
+            text_id = ident(texts.id),
+            text_part = ident(texts.part),
         );
         self.rows(
-            ("event_item_texts", "listing missing texts"),
+            (texts.table.name, "listing missing texts"),
             &sql,
             &since.to_string(),
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
     }
 
-    /// (company, accession, section key) of the section texts stored for the
-    /// companies' filings filed since `since`, or undated.
+    /// The parts of document `id` whose texts are stored.
     ///
     /// # Errors
-    /// When `filing_sections` or `filings` cannot be read.
-    pub fn stored_sections(
+    /// When the table cannot be read.
+    pub fn stored_parts_of(&self, texts: &StoredParts, id: &str) -> Result<HashSet<String>, SinkError> {
+        let sql = format!(
+            "SELECT {part} FROM {table} WHERE {id} = ?",
+            part = ident(texts.part),
+            table = ident(texts.table.name),
+            id = ident(texts.id),
+        );
+        self.rows((texts.table.name, "listing stored parts"), &sql, id, |r| r.get(0))
+    }
+
+    /// (company, document, part) of the parts stored for the companies'
+    /// documents dated since `since`, or undated.
+    ///
+    /// # Errors
+    /// When either table cannot be read.
+    pub fn stored_parts(
         &self,
+        documents: &Stored,
+        parts: &StoredParts,
         companies: &[String],
         since: NaiveDate,
     ) -> Result<Vec<(String, String, String)>, SinkError> {
@@ -155,13 +201,20 @@ impl DuckDbSink {
             return Ok(Vec::new());
         }
         let sql = format!(
-            "SELECT s.company_key, s.accession, s.section_key FROM filing_sections s
-             LEFT JOIN filings f ON f.accession = s.accession
-             WHERE s.company_key IN ({}) AND (f.filed_at IS NULL OR f.filed_at >= ?::DATE)",
-            string_list(companies)
+            "SELECT p.{company}, p.{id}, p.{part} FROM {parts} p
+             LEFT JOIN {documents} d ON d.{doc_id} = p.{id}
+             WHERE p.{company} IN ({companies}) AND (d.{dated} IS NULL OR d.{dated} >= ?::DATE)",
+            company = ident(parts.company),
+            id = ident(parts.id),
+            part = ident(parts.part),
+            parts = ident(parts.table.name),
+            documents = ident(documents.table.name),
+            doc_id = ident(documents.id),
+            companies = string_list(companies),
+            dated = ident(documents.dated),
         );
         self.rows(
-            ("filing_sections", "listing stored sections"),
+            (parts.table.name, "listing stored parts"),
             &sql,
             &since.to_string(),
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),

@@ -8,12 +8,17 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
-use crate::sync::SyncError;
+use fdsync::sync::SyncError;
+
+/// A bench's own failure.
+fn failure(message: String) -> anyhow::Error {
+    anyhow::Error::msg(message)
+}
 
 mod cold_start;
 mod ingest;
 pub use cold_start::{child as cold_start_child, cold_starts};
-pub use ingest::{Feed, IngestChildReport, child as ingest_child, ingest};
+pub use ingest::{Feed, child as ingest_child, ingest};
 
 const BENCH_KEY: &str = "pk_live_bench_unlimited_0001";
 /// A Wednesday evening: the news tape then holds a little over a million items.
@@ -53,8 +58,8 @@ struct EmulatorProcess {
 }
 
 impl EmulatorProcess {
-    fn start() -> Result<EmulatorProcess, SyncError> {
-        let exe = std::env::current_exe().map_err(|e| SyncError::Other(format!("cannot find fdsync itself: {e}")))?;
+    fn start() -> anyhow::Result<EmulatorProcess> {
+        let exe = std::env::current_exe().map_err(|e| failure(format!("cannot find fdsync itself: {e}")))?;
         let mut child = Command::new(exe)
             .args([
                 "--quiet",
@@ -70,22 +75,22 @@ impl EmulatorProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| SyncError::Other(format!("cannot start the emulator: {e}")))?;
+            .map_err(|e| failure(format!("cannot start the emulator: {e}")))?;
         let stdout = child.stdout.take().expect("piped");
         let mut line = String::new();
         BufReader::new(stdout)
             .read_line(&mut line)
-            .map_err(|e| SyncError::Other(format!("emulator did not start: {e}")))?;
+            .map_err(|e| failure(format!("emulator did not start: {e}")))?;
         let base_url = line
             .split_whitespace()
             .find(|w| w.starts_with("http://"))
-            .ok_or_else(|| SyncError::Other(format!("emulator did not announce its address: {line:?}")))?
+            .ok_or_else(|| failure(format!("emulator did not announce its address: {line:?}")))?
             .to_owned();
         Ok(EmulatorProcess { child, base_url })
     }
 
-    fn memory(&self) -> Result<Memory, SyncError> {
-        memory_of(self.child.id()).ok_or_else(|| SyncError::Other("cannot read /proc/<pid>/status (Linux only)".into()))
+    fn memory(&self) -> anyhow::Result<Memory> {
+        memory_of(self.child.id()).ok_or_else(|| failure("cannot read /proc/<pid>/status (Linux only)".into()))
     }
 }
 
@@ -107,7 +112,7 @@ pub struct TapePass {
 
 /// Pages the news feed back from the newest item with `before` cursors until
 /// `items` were served, in a fresh emulator process.
-pub async fn emulator_tape_pass(items: u64) -> Result<TapePass, SyncError> {
+pub async fn emulator_tape_pass(items: u64) -> anyhow::Result<TapePass> {
     let emulator = EmulatorProcess::start()?;
     let http = reqwest::Client::new();
     // One request first, so the baseline includes a warmed-up server.
@@ -125,13 +130,13 @@ pub async fn emulator_tape_pass(items: u64) -> Result<TapePass, SyncError> {
                 .send()
                 .await
                 .and_then(|r| r.error_for_status())
-                .map_err(|e| SyncError::Other(format!("feed request failed: {e}")))?
+                .map_err(|e| failure(format!("feed request failed: {e}")))?
                 .bytes()
                 .await
-                .map_err(|e| SyncError::Other(format!("feed body failed: {e}")))?;
+                .map_err(|e| failure(format!("feed body failed: {e}")))?;
             let page: serde_json::Value =
-                serde_json::from_slice(&body).map_err(|e| SyncError::Other(format!("feed page is not JSON: {e}")))?;
-            Ok::<_, SyncError>((body.len() as u64, page))
+                serde_json::from_slice(&body).map_err(|e| failure(format!("feed page is not JSON: {e}")))?;
+            Ok::<_, anyhow::Error>((body.len() as u64, page))
         }
     };
     fetch(None).await?;
@@ -161,7 +166,7 @@ pub async fn emulator_tape_pass(items: u64) -> Result<TapePass, SyncError> {
 
 /// The emulator's peak memory over full passes at three tape sizes; the
 /// baseline is the same process's resident memory before the pass.
-pub async fn emulator_memory(sizes: &[u64], out: &mut impl Write) -> Result<(), SyncError> {
+pub async fn emulator_memory(sizes: &[u64], out: &mut impl Write) -> anyhow::Result<()> {
     writeln!(
         out,
         "emulator peak memory while serving the news tape back to front (limit=200 pages)"
@@ -191,115 +196,94 @@ pub async fn emulator_memory(sizes: &[u64], out: &mut impl Write) -> Result<(), 
 
 /// Requests one pair of syncs spent, by pipeline, beside the least the routes allow.
 pub struct RequestCount {
-    pub identifiers: usize,
     pub companies: usize,
     pub first: Vec<(String, u64, u64)>,
     pub incremental: Vec<(String, u64, u64)>,
     pub throttled: u64,
 }
 
-#[derive(Clone, Copy)]
-struct UniverseSizes {
-    identifiers: usize,
-    companies: usize,
-    countries: usize,
-    series: usize,
-}
-
-/// What the paged and text pipelines' floors depend on: the data the first
-/// sync brought, counted in the warehouse after it.
-#[derive(Clone, Copy, Default)]
-struct PagedFloors {
-    /// Pages of the news feed: its items at the largest page (200).
-    news: u64,
-    /// Pages of every company's news tape, one at least per company.
-    company_news: u64,
-    /// Pages of the events wire: one filing date at a time, 200 a page.
-    events_wire: u64,
-    /// One request per stored item text.
-    event_texts: u64,
-    /// One request per stored filing section.
-    filing_sections: u64,
-    /// Companies with a monthly-revenue mandate: the only ones asked again
-    /// before the recheck is due.
-    revenue_mandates: u64,
-}
-
-/// The largest page the news feed and the events wire serve.
+/// The largest page the paged routes serve.
 const LARGEST_PAGE: u64 = 200;
 
-/// Counts what the first sync brought: every floor of a paged pipeline is a
-/// number of pages of data that must be read at least once.
-fn paged_floors(conn: &duckdb::Connection, companies: u64, wire_days: i64) -> duckdb::Result<PagedFloors> {
-    let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).map(|n| n.max(0) as u64);
-    let pages = |n: u64| n.div_ceil(LARGEST_PAGE).max(1);
-    let feed = count("SELECT count(*) FROM news_items WHERE _route LIKE '/api/v1/news/feed%'")?;
-    let linked = count(&format!(
-        "SELECT coalesce(sum(greatest(1, ceil(n / {LARGEST_PAGE})::BIGINT)), 0) FROM \
-         (SELECT count(*) AS n FROM news_company_items GROUP BY company_key)"
-    ))?;
-    let companies_with_news = count("SELECT count(DISTINCT company_key) FROM news_company_items")?;
+/// The least a pipeline's first and no-change syncs can spend, counted in
+/// the warehouse after the first sync: one request per identifier never
+/// resolved (the service alone knows that `MSFT` and `789019` are one
+/// company), one per company for each per-company pipeline, one per
+/// single-route pipeline. A per-country list and one history per entity
+/// listed (no route says which changed). For the paged and text engines: the
+/// pages of data the first sync found, and one request per tape or company
+/// when nothing changed.
+fn floors(
+    s: &fdsync::sink::duckdb::DuckDbSink,
+    pipeline: &fdsync::pipeline::Pipeline,
+    identifiers: u64,
+    companies: u64,
+    countries: u64,
+) -> anyhow::Result<(u64, u64)> {
+    use fdsync::feeds::Fetch;
     let today = BENCH_START
         .parse::<chrono::DateTime<chrono::Utc>>()
         .expect("start time")
         .date_naive();
-    let from = today - chrono::Duration::days(wire_days);
-    let wire_filled = count(&format!(
-        "SELECT coalesce(sum(greatest(1, ceil(n / {LARGEST_PAGE})::BIGINT)), 0) FROM \
-         (SELECT count(*) AS n FROM events WHERE filing_date BETWEEN DATE '{from}' AND DATE '{today}' GROUP BY filing_date)"
-    ))?;
-    let wire_days_with_events = count(&format!(
-        "SELECT count(DISTINCT filing_date) FROM events WHERE filing_date BETWEEN DATE '{from}' AND DATE '{today}'"
-    ))?;
-    Ok(PagedFloors {
-        news: pages(feed),
-        company_news: linked + companies.saturating_sub(companies_with_news),
-        events_wire: wire_filled + (wire_days as u64 + 1).saturating_sub(wire_days_with_events),
-        event_texts: count("SELECT count(*) FROM event_item_texts")?,
-        filing_sections: count("SELECT count(*) FROM filing_sections")?,
-        revenue_mandates: count(
-            "SELECT count(*) FROM _sync_checkpoints WHERE pipeline = 'monthly_revenue' AND \"cursor\" NOT LIKE 'no_mandate:%'",
-        )?,
+    let first_table = pipeline.feed.tables[0];
+    Ok(match &pipeline.feed.fetch {
+        Fetch::Universe(_) => (identifiers, 0),
+        Fetch::Cursor(_) => {
+            let (pages, _) = s.pages(first_table, LARGEST_PAGE, None, Some(&pipeline.route), None)?;
+            (pages, 1)
+        }
+        Fetch::CompanyCursor(_) => {
+            // Each company's tape: its pages, one at least when it has none.
+            let table = pipeline
+                .feed
+                .tables
+                .iter()
+                .find(|t| t.columns.iter().any(|c| c.name == "company_key"))
+                .expect("a company tape stores which company served each item");
+            let (pages, with_rows) = s.pages(table, LARGEST_PAGE, Some("company_key"), None, None)?;
+            (pages + companies.saturating_sub(with_rows), companies)
+        }
+        Fetch::OffsetWindows(windows) => {
+            let days = u64::from(pipeline.params.backfill_days.unwrap_or(7));
+            let from = today - chrono::Duration::days(days as i64);
+            let dated = windows.stored.dated;
+            let (pages, filled) = s.pages(
+                windows.stored.table,
+                LARGEST_PAGE,
+                Some(dated),
+                None,
+                Some((dated, from, today)),
+            )?;
+            (pages + (days + 1).saturating_sub(filled), 1)
+        }
+        Fetch::ParentTexts(texts) => (s.row_count(texts.texts.table.name)?.max(0) as u64, 0),
+        Fetch::DocumentsAndSections(parts) => (
+            companies + s.row_count(parts.parts.table.name)?.max(0) as u64,
+            companies,
+        ),
+        Fetch::PerCompany(p) if p.absent_on_404 => {
+            // Only companies with a mandate are asked again before the recheck is due.
+            let asked_again = s
+                .checkpoints(&pipeline.name)?
+                .values()
+                .filter(|c| !c.cursor.starts_with("no_mandate:"))
+                .count() as u64;
+            (companies, asked_again)
+        }
+        Fetch::PerCompany(_) | Fetch::CompanyIndex(_) => (companies, companies),
+        Fetch::PerCountry(_) => {
+            let listed = countries + s.row_count(first_table.name)?.max(0) as u64;
+            (listed, listed)
+        }
+        Fetch::Single(_) | Fetch::Layers(_) => (1, 1),
     })
-}
-
-/// The least a run can spend: one request per identifier never resolved (the
-/// service alone knows that `MSFT` and `789019` are one company), one per
-/// company for each per-company pipeline, one per single-route pipeline.
-/// For macro: one list per country and one history per series listed (no
-/// route says which series changed). For the paged and text pipelines: the
-/// pages of data the first sync found ([`PagedFloors`]), and one request per
-/// tape or company when nothing changed.
-fn minimum(pipeline: &crate::pipeline::Pipeline, sizes: &UniverseSizes, paged: &PagedFloors, first: bool) -> u64 {
-    use crate::feeds::Fetch;
-    let UniverseSizes {
-        identifiers,
-        companies,
-        countries,
-        series,
-    } = *sizes;
-    let companies = companies as u64;
-    match &pipeline.feed.fetch {
-        Fetch::Universe if first => identifiers as u64,
-        Fetch::Universe => 0,
-        Fetch::Cursor if first => paged.news,
-        Fetch::CompanyCursor if first => paged.company_news,
-        Fetch::OffsetWindows if first => paged.events_wire,
-        Fetch::ParentTexts { .. } if first => paged.event_texts,
-        Fetch::ParentTexts { .. } => 0,
-        Fetch::DocumentsAndSections if first => companies + paged.filing_sections,
-        Fetch::PerCompany(p) if p.absent_on_404 && !first => paged.revenue_mandates,
-        Fetch::PerCompany(_) | Fetch::CompanyCursor | Fetch::CompanyIndex | Fetch::DocumentsAndSections => companies,
-        Fetch::PerCountry => (countries + series) as u64,
-        Fetch::Single(_) | Fetch::Cursor | Fetch::OffsetWindows | Fetch::Layers => 1,
-    }
 }
 
 /// A first full sync and a no-change incremental sync of `universe`, against
 /// an in-process emulator on loopback (Build plan, frozen clock).
-pub async fn count_requests(config: &crate::config::Config, universe: Vec<String>) -> Result<RequestCount, SyncError> {
-    use crate::clock::Clock;
-    use crate::emulator::{self, EmulatorConfig};
+pub async fn count_requests(config: &fdsync::config::Config, universe: Vec<String>) -> anyhow::Result<RequestCount> {
+    use fdsync::clock::Clock;
+    use fdsync::emulator::{self, EmulatorConfig};
 
     let clock = Clock::simulated(BENCH_START.parse().expect("start time"), 0.0);
     let running = emulator::spawn(
@@ -311,16 +295,12 @@ pub async fn count_requests(config: &crate::config::Config, universe: Vec<String
         std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
     )
     .await
-    .map_err(|e| SyncError::Other(format!("cannot start the emulator: {e}")))?;
+    .map_err(|e| failure(format!("cannot start the emulator: {e}")))?;
     let dir = tempfile_dir()?;
     let mut config = config.clone();
     config.universe.companies = universe;
     let (syncer, pipelines) =
-        crate::demo::local_syncer(&running, config.clone(), &dir.join("bench.duckdb"), clock).await?;
-    let wire_days = pipelines
-        .iter()
-        .find(|p| matches!(p.feed.fetch, crate::feeds::Fetch::OffsetWindows))
-        .map_or(7, |p| i64::from(p.params.backfill_days.unwrap_or(7)));
+        fdsync::demo::local_syncer(&running, config.clone(), &dir.join("bench.duckdb"), clock).await?;
     let sink = syncer.sink.clone();
     let mut runs = Vec::new();
     for _ in 0..2 {
@@ -328,27 +308,22 @@ pub async fn count_requests(config: &crate::config::Config, universe: Vec<String
         result?;
         runs.push(report);
     }
-    let (companies, series, paged): (i64, i64, PagedFloors) = sink
-        .call(move |s| {
-            let (companies, series) = s.connection().query_row(
-                "SELECT (SELECT count(*) FROM companies), (SELECT count(*) FROM macro_series)",
-                [],
-                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
-            )?;
-            let paged = paged_floors(s.connection(), companies.max(0) as u64, wire_days)?;
-            Ok::<_, duckdb::Error>((companies, series, paged))
+    let identifiers = config.universe.companies.len();
+    let countries = config.universe.countries.len() as u64;
+    let counted = pipelines.clone();
+    let (companies, floors) = sink
+        .call(move |s| -> anyhow::Result<_> {
+            let companies = s.row_count("companies")?.max(0) as u64;
+            let floors = counted
+                .iter()
+                .map(|p| Ok((p.name.clone(), floors(s, p, identifiers as u64, companies, countries)?)))
+                .collect::<anyhow::Result<std::collections::HashMap<_, _>>>()?;
+            Ok((companies, floors))
         })
-        .await?
-        .map_err(|e| SyncError::Other(format!("counting what the sync brought: {e}")))?;
+        .await??;
     sink.close().await;
     let _ = std::fs::remove_dir_all(&dir);
-    let sizes = UniverseSizes {
-        identifiers: config.universe.companies.len(),
-        companies: companies as usize,
-        countries: config.universe.countries.len(),
-        series: series as usize,
-    };
-    let by_pipeline = |report: &crate::sync::SyncReport, first: bool| {
+    let by_pipeline = |report: &fdsync::sync::SyncReport, first: bool| {
         pipelines
             .iter()
             .map(|p| {
@@ -357,14 +332,14 @@ pub async fn count_requests(config: &crate::config::Config, universe: Vec<String
                     .iter()
                     .find(|o| o.pipeline == p.name)
                     .map_or(0, |o| o.requests);
-                (p.name.clone(), spent, minimum(p, &sizes, &paged, first))
+                let (at_first, later) = floors[&p.name];
+                (p.name.clone(), spent, if first { at_first } else { later })
             })
             .collect()
     };
     let stats = running.emulator.stats();
     Ok(RequestCount {
-        identifiers: sizes.identifiers,
-        companies: sizes.companies,
+        companies: companies as usize,
         first: by_pipeline(&runs[0], true),
         incremental: by_pipeline(&runs[1], false),
         throttled: stats.rate_limited + stats.quota_exceeded,
@@ -377,19 +352,19 @@ fn child_report<T: serde::de::DeserializeOwned>(
     bench: &str,
     mode: &str,
     args: impl IntoIterator<Item = impl AsRef<std::ffi::OsStr>>,
-) -> Result<T, SyncError> {
+) -> anyhow::Result<T> {
     let output = Command::new(std::env::current_exe()?)
         .args(["--quiet", "bench", &format!("{bench}-child"), mode])
         .args(args)
         .stderr(Stdio::inherit())
         .output()?;
     if !output.status.success() {
-        return Err(SyncError::Other(format!("the {mode} side of the {bench} bench failed")));
+        return Err(failure(format!("the {mode} side of the {bench} bench failed")));
     }
-    serde_json::from_slice(&output.stdout).map_err(|e| SyncError::Other(format!("the {mode} side's report: {e}")))
+    serde_json::from_slice(&output.stdout).map_err(|e| failure(format!("the {mode} side's report: {e}")))
 }
 
-fn tempfile_dir() -> Result<std::path::PathBuf, SyncError> {
+fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
     let dir = std::env::temp_dir().join(format!("fdsync-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
@@ -397,7 +372,7 @@ fn tempfile_dir() -> Result<std::path::PathBuf, SyncError> {
 
 /// Request efficiency at several universe sizes: the configured universe, then
 /// the first N generated companies for each N in `sizes`.
-pub async fn requests(config: &crate::config::Config, sizes: &[usize], out: &mut impl Write) -> Result<(), SyncError> {
+pub async fn requests(config: &fdsync::config::Config, sizes: &[usize], out: &mut impl Write) -> anyhow::Result<()> {
     let mut universes = vec![config.universe.companies.clone()];
     universes.extend(sizes.iter().map(|&n| (0..n).map(|i| format!("S{i:04}")).collect()));
     writeln!(
@@ -453,18 +428,18 @@ impl Lags {
 /// own push delay and the network), measured beside fdsync in the same run.
 async fn bare_stream_lags(
     base_url: String,
-    clock: crate::clock::Clock,
+    clock: fdsync::clock::Clock,
     speed: f64,
     shutdown: tokio_util::sync::CancellationToken,
-) -> Result<Vec<f64>, SyncError> {
+) -> anyhow::Result<Vec<f64>> {
     use eventsource_stream::Eventsource;
     use futures::StreamExt;
     let response = reqwest::Client::new()
         .get(format!("{base_url}/api/v1/news/stream"))
-        .header("X-API-KEY", crate::emulator::DEMO_BUILD_KEY)
+        .header("X-API-KEY", fdsync::emulator::DEMO_BUILD_KEY)
         .send()
         .await
-        .map_err(|e| SyncError::Other(format!("baseline stream: {e}")))?;
+        .map_err(|e| failure(format!("baseline stream: {e}")))?;
     let mut events = response.bytes_stream().eventsource();
     let mut lags = Vec::new();
     loop {
@@ -474,7 +449,7 @@ async fn bare_stream_lags(
         };
         let Some(Ok(event)) = event else { break };
         let page: serde_json::Value =
-            serde_json::from_str(&event.data).map_err(|e| SyncError::Other(format!("baseline frame: {e}")))?;
+            serde_json::from_str(&event.data).map_err(|e| failure(format!("baseline frame: {e}")))?;
         let now = clock.now();
         for item in page["items"].as_array().into_iter().flatten() {
             if item["rewritten"].as_bool() == Some(true) {
@@ -497,13 +472,13 @@ async fn bare_stream_lags(
 /// same time. The emulator's clock runs `speed` times real time so that many
 /// items arrive in a short run; lags are converted back to real seconds.
 pub async fn news_lag(
-    config: &crate::config::Config,
+    config: &fdsync::config::Config,
     items: u64,
     speed: f64,
     out: &mut impl Write,
-) -> Result<(), SyncError> {
-    use crate::clock::Clock;
-    use crate::emulator::{self, EmulatorConfig, StreamTiming, news};
+) -> anyhow::Result<()> {
+    use fdsync::clock::Clock;
+    use fdsync::emulator::{self, EmulatorConfig, StreamTiming, news};
 
     let clock = Clock::simulated(BENCH_START.parse().expect("start time"), speed);
     let running = emulator::spawn(
@@ -519,14 +494,14 @@ pub async fn news_lag(
         std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
     )
     .await
-    .map_err(|e| SyncError::Other(format!("cannot start the emulator: {e}")))?;
+    .map_err(|e| failure(format!("cannot start the emulator: {e}")))?;
     let dir = tempfile_dir()?;
     let (syncer, pipelines) =
-        crate::demo::local_syncer(&running, config.clone(), &dir.join("lag.duckdb"), clock.clone()).await?;
+        fdsync::demo::local_syncer(&running, config.clone(), &dir.join("lag.duckdb"), clock.clone()).await?;
     let news_pipeline = pipelines
         .into_iter()
         .find(|p| p.params.stream_route.is_some())
-        .ok_or_else(|| SyncError::Other("no pipeline with params.stream_route to measure".into()))?;
+        .ok_or_else(|| failure("no pipeline with params.stream_route to measure".into()))?;
     let seed = running.emulator.world().seed;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let first = news::CADENCE.count_at(seed, clock.now());
@@ -567,7 +542,7 @@ pub async fn news_lag(
         seconds: bare.into_iter().take(items as usize).collect(),
     };
     if fdsync.seconds.is_empty() || bare.seconds.is_empty() {
-        return Err(SyncError::Other("no item arrived while the stream was measured".into()));
+        return Err(failure("no item arrived while the stream was measured".into()));
     }
     writeln!(
         out,
@@ -614,13 +589,9 @@ pub struct LakeChildReport {
 /// emulator really serves, synced by the news pipeline, repeated further back
 /// in time with new ids, so sizes, text and months spanned are the tape's own
 /// (a million items cover about 17 months, as on the real tape).
-pub async fn lake_warehouse(
-    config: &crate::config::Config,
-    path: &std::path::Path,
-    rows: u64,
-) -> Result<(), SyncError> {
-    use crate::clock::Clock;
-    use crate::emulator::{self, EmulatorConfig};
+pub async fn lake_warehouse(config: &fdsync::config::Config, path: &std::path::Path, rows: u64) -> anyhow::Result<()> {
+    use fdsync::clock::Clock;
+    use fdsync::emulator::{self, EmulatorConfig};
 
     let clock = Clock::simulated(BENCH_START.parse().expect("start time"), 0.0);
     let running = emulator::spawn(
@@ -631,37 +602,20 @@ pub async fn lake_warehouse(
         std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
     )
     .await
-    .map_err(|e| SyncError::Other(format!("cannot start the emulator: {e}")))?;
-    let (syncer, mut pipelines) = crate::demo::local_syncer(&running, config.clone(), path, clock).await?;
+    .map_err(|e| failure(format!("cannot start the emulator: {e}")))?;
+    let (syncer, mut pipelines) = fdsync::demo::local_syncer(&running, config.clone(), path, clock).await?;
     pipelines.retain(|p| p.name == "news");
     syncer.client.limit_requests(1);
     let (_, result) = syncer.run_once(&pipelines).await;
     match result {
         Ok(()) | Err(SyncError::BudgetSpent { .. }) => {}
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     }
+    let news = fdsync::feeds::news::FEED.tables[0];
     syncer
         .sink
-        .call(move |s| {
-            let conn = s.connection();
-            let page: i64 = conn.query_row("SELECT count(*) FROM news_items", [], |r| r.get(0))?;
-            let copies = rows.div_ceil(page.max(1) as u64);
-            // Time arithmetic on UTC text: the bundled DuckDB has no ICU for TIMESTAMPTZ.
-            conn.execute_batch(&format!(
-                "CREATE TEMP MACRO utc(ts) AS CAST(left(CAST(ts AS VARCHAR), 19) AS TIMESTAMP);
-                 CREATE TEMP TABLE page AS SELECT * FROM news_items;
-                 DELETE FROM news_items;
-                 INSERT INTO news_items
-                 SELECT page.* REPLACE (id || '-' || k AS id,
-                                        CAST(utc(published_at) - k * span AS TIMESTAMPTZ) AS published_at,
-                                        CAST(utc(updated_at) - k * span AS TIMESTAMPTZ) AS updated_at)
-                 FROM page, range({copies}) r(k),
-                      (SELECT max(utc(published_at)) - min(utc(published_at)) + INTERVAL 45 SECOND AS span FROM page) s
-                 LIMIT {rows};"
-            ))
-        })
-        .await?
-        .map_err(|e| SyncError::Other(format!("filling the bench warehouse: {e}")))?;
+        .call(move |s| s.repeat_rows(news, "id", &["published_at", "updated_at"], rows))
+        .await??;
     syncer.sink.close().await;
     Ok(())
 }
@@ -673,27 +627,17 @@ pub async fn lake_child(
     mode: &str,
     warehouse: &std::path::Path,
     target: &std::path::Path,
-) -> Result<LakeChildReport, SyncError> {
-    let sink = crate::sink::SinkHandle::open_duckdb(warehouse.to_owned()).await?;
+) -> anyhow::Result<LakeChildReport> {
+    let sink = fdsync::sink::SinkHandle::open_duckdb(warehouse.to_owned()).await?;
     let started = Instant::now();
     let rows = match mode {
         "copy" => {
-            let target = target.to_owned();
-            sink.call(move |s| {
-                crate::lake::rewrite::copy_count(
-                    s.connection(),
-                    &format!(
-                        "COPY (SELECT * FROM news_items) TO '{}' (FORMAT parquet, COMPRESSION zstd)",
-                        target.display()
-                    ),
-                )
-            })
-            .await?
-            .map_err(|e| SyncError::Other(format!("COPY failed: {e}")))?
+            let (target, news) = (target.to_owned(), fdsync::feeds::news::FEED.tables[0]);
+            sink.call(move |s| s.copy_to_parquet(news, &target)).await??
         }
         "publish" => {
-            let scratch = crate::lake::Lake::scratch_beside(warehouse);
-            let lake = crate::lake::Lake::open(&target.display().to_string(), scratch)?;
+            let scratch = fdsync::lake::Lake::scratch_beside(warehouse);
+            let lake = fdsync::lake::Lake::open(&target.display().to_string(), scratch)?;
             let report = lake.publish(&sink).await?;
             report
                 .tables
@@ -701,7 +645,7 @@ pub async fn lake_child(
                 .find(|t| t.table == "news_items")
                 .map_or(0, |t| t.rows)
         }
-        other => return Err(SyncError::Other(format!("unknown lake bench side {other}"))),
+        other => return Err(failure(format!("unknown lake bench side {other}"))),
     };
     let seconds = started.elapsed().as_secs_f64();
     sink.close().await;
@@ -716,7 +660,7 @@ pub async fn lake_child(
 /// Publishing a news backfill to the lake against DuckDB's own `COPY ... TO`
 /// Parquet of the same rows, at each size in `sizes`; each side runs in a
 /// fresh process of this binary.
-pub async fn lake(config: &crate::config::Config, sizes: &[u64], out: &mut impl Write) -> Result<(), SyncError> {
+pub async fn lake(config: &fdsync::config::Config, sizes: &[u64], out: &mut impl Write) -> anyhow::Result<()> {
     writeln!(
         out,
         "| rows | COPY TO rows/s | lake rows/s | lake / COPY time | COPY peak MiB | lake peak MiB |\n|---|---|---|---|---|---|"
@@ -727,7 +671,7 @@ pub async fn lake(config: &crate::config::Config, sizes: &[u64], out: &mut impl 
         std::fs::create_dir_all(&dir)?;
         let warehouse = dir.join("bench.duckdb");
         lake_warehouse(config, &warehouse, rows).await?;
-        let side = |mode: &str, target: std::path::PathBuf| -> Result<LakeChildReport, SyncError> {
+        let side = |mode: &str, target: std::path::PathBuf| -> anyhow::Result<LakeChildReport> {
             child_report("lake", mode, [warehouse.as_os_str(), target.as_os_str()])
         };
         let copy = side("copy", dir.join("copy.parquet"))?;

@@ -12,10 +12,9 @@ use std::time::Instant;
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::{BENCH_KEY, BENCH_START, EmulatorProcess, child_report, memory_of, mib, tempfile_dir};
-use crate::feeds::news::{NewsItem, NewsPage};
-use crate::feeds::prices;
-use crate::sync::SyncError;
+use super::{BENCH_KEY, BENCH_START, EmulatorProcess, child_report, failure, memory_of, mib, tempfile_dir};
+use fdsync::feeds::news::{NewsItem, NewsPage};
+use fdsync::feeds::prices;
 
 /// The tape's mean spacing (docs/emulator.md): one item every 45 seconds.
 const SECONDS_PER_ITEM: u64 = 45;
@@ -31,14 +30,12 @@ pub enum Feed {
 }
 
 impl std::str::FromStr for Feed {
-    type Err = SyncError;
-    fn from_str(s: &str) -> Result<Feed, SyncError> {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Feed> {
         match s {
             "news" => Ok(Feed::News),
             "prices" => Ok(Feed::Prices),
-            other => Err(SyncError::Other(format!(
-                "unknown ingest feed {other:?}: use news or prices"
-            ))),
+            other => Err(failure(format!("unknown ingest feed {other:?}: use news or prices"))),
         }
     }
 }
@@ -86,37 +83,37 @@ fn bench_start() -> DateTime<Utc> {
 pub async fn child(
     feed: Feed,
     mode: &str,
-    config: &crate::config::Config,
+    config: &fdsync::config::Config,
     base_url: &str,
     warehouse: &std::path::Path,
     size: u64,
-) -> Result<IngestChildReport, SyncError> {
+) -> anyhow::Result<IngestChildReport> {
     match (feed, mode) {
         (Feed::News, "fdsync") => child_fdsync_news(config, base_url, warehouse, size).await,
         (Feed::News, "baseline") => child_baseline_news(config, base_url, warehouse, size, false).await,
         (Feed::News, "baseline-two-tables") => child_baseline_news(config, base_url, warehouse, size, true).await,
         (Feed::Prices, "fdsync") => child_fdsync_prices(config, base_url, warehouse, size).await,
         (Feed::Prices, "baseline") => child_baseline_prices(config, base_url, warehouse, size).await,
-        (_, other) => Err(SyncError::Other(format!("unknown ingest bench side {other:?}"))),
+        (_, other) => Err(failure(format!("unknown ingest bench side {other:?}"))),
     }
 }
 
 /// fdsync's news pipeline, as `sync --once` runs it, into a fresh warehouse.
 async fn child_fdsync_news(
-    config: &crate::config::Config,
+    config: &fdsync::config::Config,
     base_url: &str,
     warehouse: &std::path::Path,
     items: u64,
-) -> Result<IngestChildReport, SyncError> {
-    let mut pipelines = crate::pipeline::load_dir(&config.pipelines.dir, None)?;
+) -> anyhow::Result<IngestChildReport> {
+    let mut pipelines = fdsync::pipeline::load_dir(&config.pipelines.dir, None)?;
     pipelines.retain(|p| p.name == "news");
     let news = pipelines
         .first_mut()
-        .ok_or_else(|| SyncError::Other(format!("no news pipeline in {}", config.pipelines.dir.display())))?;
+        .ok_or_else(|| failure(format!("no news pipeline in {}", config.pipelines.dir.display())))?;
     news.params.backfill_days = Some(backfill_days(items));
     news.params.page_limit = Some(PAGE_LIMIT);
-    let clock = crate::clock::Clock::simulated(bench_start(), 0.0);
-    let syncer = crate::demo::syncer_at(
+    let clock = fdsync::clock::Clock::simulated(bench_start(), 0.0);
+    let syncer = fdsync::demo::syncer_at(
         base_url,
         BENCH_KEY,
         config.clone(),
@@ -130,10 +127,10 @@ async fn child_fdsync_news(
 
 /// Runs `pipelines` once, timed, and reports the rows `table` then holds.
 async fn timed_sync(
-    syncer: &crate::sync::Syncer,
-    pipelines: &[crate::pipeline::Pipeline],
+    syncer: &fdsync::sync::Syncer,
+    pipelines: &[fdsync::pipeline::Pipeline],
     table: &'static str,
-) -> Result<IngestChildReport, SyncError> {
+) -> anyhow::Result<IngestChildReport> {
     let started = Instant::now();
     let (report, result) = syncer.run_once(pipelines).await;
     result?;
@@ -158,16 +155,16 @@ async fn timed_sync(
 /// its `raw`, as the warehouse contract has fdsync write it: what the
 /// contract itself costs, apart from the rest of fdsync.
 async fn child_baseline_news(
-    config: &crate::config::Config,
+    config: &fdsync::config::Config,
     base_url: &str,
     warehouse: &std::path::Path,
     items: u64,
     two_tables: bool,
-) -> Result<IngestChildReport, SyncError> {
+) -> anyhow::Result<IngestChildReport> {
     let horizon = bench_start() - Duration::days(i64::from(backfill_days(items)));
     let http = reqwest::Client::builder()
         .build()
-        .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
+        .map_err(|e| failure(format!("cannot build the HTTP client: {e}")))?;
     let filters = config.news.query();
     let fetch_started = Instant::now();
     let mut pages: Vec<bytes::Bytes> = Vec::new();
@@ -208,16 +205,16 @@ async fn child_baseline_news(
         tables.push("revisions_plain");
     }
     let (rows, seconds) = timed_append(warehouse, &create, &tables, &pages, |appenders, body, rows| {
-        let page: NewsPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
+        let page: NewsPage = serde_json::from_slice(body).map_err(|e| failure(e.to_string()))?;
         for raw in &page.items {
-            let item: NewsItem = serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
+            let item: NewsItem = serde_json::from_str(raw.get()).map_err(|e| failure(e.to_string()))?;
             let (items, revisions) = appenders.split_at_mut(1);
             let appended = append_news_item(&mut items[0], &item, raw.get()).and_then(|()| {
                 revisions.iter_mut().try_for_each(|revisions| {
                     revisions.append_row(duckdb::params![item.id, item.updated_at, item.headline, raw.get()])
                 })
             });
-            appended.map_err(|e| SyncError::Other(format!("baseline append: {e}")))?;
+            appended.map_err(|e| failure(format!("baseline append: {e}")))?;
             *rows += 1;
         }
         Ok(())
@@ -267,24 +264,24 @@ fn append_news_item(appender: &mut duckdb::Appender<'_>, item: &NewsItem, raw: &
 /// generated companies, into a fresh warehouse. The universe is resolved
 /// first and not timed: this side is about bars.
 async fn child_fdsync_prices(
-    config: &crate::config::Config,
+    config: &fdsync::config::Config,
     base_url: &str,
     warehouse: &std::path::Path,
     companies: u64,
-) -> Result<IngestChildReport, SyncError> {
+) -> anyhow::Result<IngestChildReport> {
     let mut config = config.clone();
     config.universe.companies = generated_companies(companies);
-    let mut pipelines = crate::pipeline::load_dir(&config.pipelines.dir, None)?;
+    let mut pipelines = fdsync::pipeline::load_dir(&config.pipelines.dir, None)?;
     pipelines.retain(|p| p.resolves_universe() || std::ptr::eq(p.feed, &prices::FEED));
     let (resolve, prices): (Vec<_>, Vec<_>) = pipelines.into_iter().partition(|p| p.resolves_universe());
     if prices.is_empty() {
-        return Err(SyncError::Other(format!(
+        return Err(failure(format!(
             "no prices pipeline in {}",
             config.pipelines.dir.display()
         )));
     }
-    let clock = crate::clock::Clock::simulated(bench_start(), 0.0);
-    let syncer = crate::demo::syncer_at(base_url, BENCH_KEY, config, warehouse, clock, "fdsync bench ingest").await?;
+    let clock = fdsync::clock::Clock::simulated(bench_start(), 0.0);
+    let syncer = fdsync::demo::syncer_at(base_url, BENCH_KEY, config, warehouse, clock, "fdsync bench ingest").await?;
     let (_, resolved) = syncer.run_once(&resolve).await;
     resolved?;
     timed_sync(&syncer, &prices, "prices_daily").await
@@ -294,12 +291,12 @@ async fn child_fdsync_prices(
 /// request fdsync sends for a first sync), then timed: parsed with serde and
 /// every bar appended row by row into a plain table of the same columns.
 async fn child_baseline_prices(
-    config: &crate::config::Config,
+    config: &fdsync::config::Config,
     base_url: &str,
     warehouse: &std::path::Path,
     companies: u64,
-) -> Result<IngestChildReport, SyncError> {
-    let params = crate::pipeline::load_dir(&config.pipelines.dir, None)?
+) -> anyhow::Result<IngestChildReport> {
+    let params = fdsync::pipeline::load_dir(&config.pipelines.dir, None)?
         .into_iter()
         .find(|p| std::ptr::eq(p.feed, &prices::FEED))
         .map(|p| p.params)
@@ -325,9 +322,9 @@ async fn child_baseline_prices(
             let [appender] = appenders else {
                 unreachable!("one table")
             };
-            let page: prices::PricesPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(e.to_string()))?;
+            let page: prices::PricesPage = serde_json::from_slice(body).map_err(|e| failure(e.to_string()))?;
             for raw in &page.bars {
-                let bar: prices::Bar = serde_json::from_str(raw.get()).map_err(|e| SyncError::Other(e.to_string()))?;
+                let bar: prices::Bar = serde_json::from_str(raw.get()).map_err(|e| failure(e.to_string()))?;
                 let date = DateTime::from_timestamp_millis(bar.t).map(|d| d.date_naive());
                 appender
                     .append_row(duckdb::params![
@@ -342,7 +339,7 @@ async fn child_baseline_prices(
                         bar.v,
                         raw.get(),
                     ])
-                    .map_err(|e| SyncError::Other(format!("baseline append: {e}")))?;
+                    .map_err(|e| failure(format!("baseline append: {e}")))?;
                 *rows += 1;
             }
             Ok(())
@@ -366,35 +363,32 @@ fn timed_append<P>(
     create: &str,
     tables: &[&str],
     pages: &[P],
-    mut append: impl FnMut(&mut [duckdb::Appender<'_>], &P, &mut u64) -> Result<(), SyncError>,
-) -> Result<(u64, f64), SyncError> {
-    let conn = duckdb::Connection::open(warehouse).map_err(|e| SyncError::Other(format!("baseline warehouse: {e}")))?;
+    mut append: impl FnMut(&mut [duckdb::Appender<'_>], &P, &mut u64) -> anyhow::Result<()>,
+) -> anyhow::Result<(u64, f64)> {
+    let conn = duckdb::Connection::open(warehouse).map_err(|e| failure(format!("baseline warehouse: {e}")))?;
     conn.execute_batch(create)
-        .map_err(|e| SyncError::Other(format!("baseline table: {e}")))?;
+        .map_err(|e| failure(format!("baseline table: {e}")))?;
     let started = Instant::now();
     let mut rows = 0u64;
     let mut appenders = tables
         .iter()
         .map(|table| conn.appender(table))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| SyncError::Other(format!("baseline appender: {e}")))?;
+        .map_err(|e| failure(format!("baseline appender: {e}")))?;
     for page in pages {
         append(&mut appenders, page, &mut rows)?;
     }
     for appender in &mut appenders {
-        appender
-            .flush()
-            .map_err(|e| SyncError::Other(format!("baseline flush: {e}")))?;
+        appender.flush().map_err(|e| failure(format!("baseline flush: {e}")))?;
     }
     drop(appenders);
     // Timed to the closed file, as fdsync's side is.
-    conn.close()
-        .map_err(|(_, e)| SyncError::Other(format!("baseline close: {e}")))?;
+    conn.close().map_err(|(_, e)| failure(format!("baseline close: {e}")))?;
     Ok((rows, started.elapsed().as_secs_f64()))
 }
 
 /// One baseline request, with the key, its body read whole.
-async fn baseline_fetch(http: &reqwest::Client, url: &str) -> Result<bytes::Bytes, SyncError> {
+async fn baseline_fetch(http: &reqwest::Client, url: &str) -> anyhow::Result<bytes::Bytes> {
     let fetched = async {
         http.get(url)
             .header("X-API-KEY", BENCH_KEY)
@@ -404,20 +398,18 @@ async fn baseline_fetch(http: &reqwest::Client, url: &str) -> Result<bytes::Byte
             .bytes()
             .await
     };
-    fetched
-        .await
-        .map_err(|e| SyncError::Other(format!("baseline fetch: {e}")))
+    fetched.await.map_err(|e| failure(format!("baseline fetch: {e}")))
 }
 
 /// Items on a page, the oldest `firstSeenAt` among them, and the `before`
 /// cursor of the next page back: what the baseline needs to page as fdsync does.
-fn page_shape(body: &[u8]) -> Result<(usize, Option<DateTime<Utc>>, Option<String>), SyncError> {
+fn page_shape(body: &[u8]) -> anyhow::Result<(usize, Option<DateTime<Utc>>, Option<String>)> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Seen {
         first_seen_at: Option<DateTime<Utc>>,
     }
-    let page: NewsPage = serde_json::from_slice(body).map_err(|e| SyncError::Other(format!("baseline page: {e}")))?;
+    let page: NewsPage = serde_json::from_slice(body).map_err(|e| failure(format!("baseline page: {e}")))?;
     let oldest = page
         .items
         .iter()
@@ -437,7 +429,7 @@ fn page_shape(body: &[u8]) -> Result<(usize, Option<DateTime<Utc>>, Option<Strin
 ///
 /// # Errors
 /// When a side fails or the two sides read different rows.
-pub async fn ingest(runs: &[(Feed, Vec<u64>)], rounds: usize, out: &mut impl Write) -> Result<(), SyncError> {
+pub async fn ingest(runs: &[(Feed, Vec<u64>)], rounds: usize, out: &mut impl Write) -> anyhow::Result<()> {
     let rounds = rounds.max(1);
     for (feed, sizes) in runs {
         if sizes.is_empty() {
@@ -456,7 +448,7 @@ pub async fn ingest(runs: &[(Feed, Vec<u64>)], rounds: usize, out: &mut impl Wri
             let dir = tempfile_dir()?.join(format!("ingest-{feed}-{size}"));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir)?;
-            let side = |mode: &str| -> Result<IngestChildReport, SyncError> {
+            let side = |mode: &str| -> anyhow::Result<IngestChildReport> {
                 let warehouse = dir.join(format!("{mode}.duckdb"));
                 // Every round starts from nothing, as a first sync does.
                 for file in [warehouse.clone(), warehouse.with_extension("duckdb.wal")] {
@@ -482,7 +474,7 @@ pub async fn ingest(runs: &[(Feed, Vec<u64>)], rounds: usize, out: &mut impl Wri
                 let ours = side("fdsync")?;
                 let theirs = side("baseline")?;
                 if ours.rows != theirs.rows {
-                    return Err(SyncError::Other(format!(
+                    return Err(failure(format!(
                         "the sides read different {feed}: fdsync {} rows, baseline {}",
                         ours.rows, theirs.rows
                     )));

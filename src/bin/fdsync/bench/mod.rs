@@ -5,8 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Subcommand;
-use fdsync::bench;
 use fdsync::config::Config;
+
+mod measure;
+use measure as bench;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {

@@ -1,5 +1,6 @@
-//! News: the tape and each company's own feed, read with the wire contract's
-//! cursors. A first sync reads the head and pages back with `before` to a
+//! The cursor engines ([`Fetch::Cursor`](crate::feeds::Fetch::Cursor) and
+//! [`Fetch::CompanyCursor`](crate::feeds::Fetch::CompanyCursor)): a tape, or
+//! each company's, read with the wire contract's cursors. A first sync reads the head and pages back with `before` to a
 //! horizon; every sync then polls forward with `after` and `changedSince`, so
 //! new items and rewritten headlines both arrive. Each page commits with the
 //! cursor that follows it, so a crash or a quota wall resumes at that page.
@@ -9,9 +10,9 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::{FetchedTx, Member, Progress, SyncError, Syncer, goes_on, send_fetched, unless_cancelled, upstream_error};
-use crate::feeds::news::{self as feed, NewsItemSeen, NewsPage};
+use crate::feeds::{Tape as Feed, TapeHead};
 use crate::pipeline::Pipeline;
-use crate::records::{NewsSourcesMade, Rows};
+use crate::records::{Rows, SeenKeys};
 use crate::sink::{Checkpoint, StoredCheckpoint};
 use crate::upstream::{Access, UpstreamError, encode};
 
@@ -28,7 +29,7 @@ pub(super) struct TapeCursor {
     pub(super) horizon: Option<DateTime<Utc>>,
 }
 
-/// The news pipeline's checkpoint partition that the live stream moves.
+/// The checkpoint partition of a tape that its live stream moves.
 pub(super) const STREAM_PARTITION: &str = "stream";
 
 impl TapeCursor {
@@ -39,7 +40,7 @@ impl TapeCursor {
         };
         serde_json::from_str(&stored.cursor).unwrap_or_else(|e| {
             tracing::warn!(
-                message = "Unreadable news checkpoint; starting the tape again.",
+                message = "Unreadable tape checkpoint; starting the tape again.",
                 %partition,
                 error = %e
             );
@@ -59,28 +60,31 @@ impl TapeCursor {
 /// One tape to sync: the whole feed, or one company's.
 struct Tape<'a> {
     pipeline: &'a Pipeline,
+    feed: &'a Feed,
     route: String,
     partition: String,
-    /// For a company's feed: the company, for `news_company_items`.
+    /// For a company's tape: the company.
     company_key: Option<String>,
-    /// The sources this run's pages of the tape already carried.
-    sources_made: NewsSourcesMade,
+    /// Shared by the tape's pages ([`Rows::share_seen`]).
+    seen: SeenKeys,
 }
 
 impl Syncer {
-    pub(super) async fn run_news(
+    pub(super) async fn run_tape(
         &self,
         pipeline: &Pipeline,
+        feed: &Feed,
         run_id: &str,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
         let checkpoints = self.checkpoints_of(pipeline).await?;
         let tape = Tape {
             pipeline,
+            feed,
             route: pipeline.route.clone(),
             partition: String::new(),
             company_key: None,
-            sources_made: NewsSourcesMade::default(),
+            seen: SeenKeys::default(),
         };
         // The poll keeps its own forward position even while the live stream
         // runs ahead: skipping to the stream's would save no request (one
@@ -96,9 +100,10 @@ impl Syncer {
         .await
     }
 
-    pub(super) async fn run_company_news(
+    pub(super) async fn run_company_tapes(
         &self,
         pipeline: &Pipeline,
+        feed: &Feed,
         run_id: &str,
         members: Vec<Member>,
         progress: &mut Progress,
@@ -115,10 +120,11 @@ impl Syncer {
             let tapes = members.into_iter().map(|m| {
                 let tape = Tape {
                     pipeline,
+                    feed,
                     route: pipeline.route.replace("{company}", &encode(&m.key)),
                     partition: m.key.clone(),
                     company_key: Some(m.key),
-                    sources_made: NewsSourcesMade::default(),
+                    seen: SeenKeys::default(),
                 };
                 let cursor = TapeCursor::read(checkpoints.get(&tape.partition), &tape.partition);
                 async move {
@@ -176,7 +182,7 @@ impl Syncer {
         mapping: &mut Option<PendingPage>,
     ) -> Result<bool, SyncError> {
         let limit = tape.pipeline.params.page_limit.unwrap_or(200);
-        let filters = self.config.news.query();
+        let filters = (tape.feed.filters)(&self.config);
         // Forward: the head first when nothing was read yet, then after/changedSince
         // until the service says nothing more remains.
         loop {
@@ -191,7 +197,7 @@ impl Syncer {
                 (None, _) => format!("{}?limit={limit}{filters}", tape.route),
             };
             let head = cursor.after.is_none();
-            let Some(page) = self.news_page(tape, run_id, &route, progress).await? else {
+            let Some(page) = self.tape_page(tape, run_id, &route, progress).await? else {
                 return Ok(true);
             };
             if head && cursor.horizon.is_none() {
@@ -216,7 +222,7 @@ impl Syncer {
         let horizon = cursor.horizon.unwrap_or(DateTime::<Utc>::MIN_UTC);
         while let Some(from) = cursor.before.take() {
             let route = format!("{}?before={}&limit={limit}{filters}", tape.route, encode(&from));
-            let Some(page) = self.news_page(tape, run_id, &route, progress).await? else {
+            let Some(page) = self.tape_page(tape, run_id, &route, progress).await? else {
                 return Ok(true);
             };
             cursor.before = backfill_continues(&page.head, horizon);
@@ -227,54 +233,28 @@ impl Syncer {
         Ok(true)
     }
 
-    /// Fetches one feed page and starts mapping its items on a blocking
-    /// thread; `None` when the company is unknown (404, noted).
-    async fn news_page(
+    /// Fetches one page and starts mapping its items on a blocking thread;
+    /// `None` when the company is unknown (404, noted).
+    async fn tape_page(
         &self,
         tape: &Tape<'_>,
         run_id: &str,
         route: &str,
         progress: &mut Progress,
     ) -> Result<Option<FetchedPage>, SyncError> {
+        let read_head = tape.feed.head;
         let fetched = self
             .client
-            .get(route, Access::Key, |body| {
-                let page: NewsPage = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-                // A page is in arrival order (the wire contract: ids sort in
-                // arrival order, a page back newest first), so its oldest item
-                // is at one end; both ends are read, whichever order a server
-                // chose. Reading every item here took a quarter of the fetch
-                // chain's time. An end item whose `firstSeenAt` does not
-                // parse (quarantined by the mapping) gives way to its neighbour.
-                let seen = |raw: &&serde_json::value::RawValue| {
-                    serde_json::from_str::<NewsItemSeen>(raw.get())
-                        .ok()
-                        .and_then(|seen| seen.first_seen_at)
-                };
-                let oldest = page
-                    .items
-                    .iter()
-                    .find_map(seen)
-                    .into_iter()
-                    .chain(page.items.iter().rev().find_map(seen))
-                    .min();
-                let head = PageHead {
-                    latest_id: page.latest_id,
-                    next_cursor: page.next_cursor,
-                    has_more: page.has_more,
-                    server_time: page.server_time,
-                    items: page.items.len(),
-                    oldest,
-                };
-                Ok((head, body.clone()))
-            })
+            // Only the page's own fields are read on the fetch chain: reading
+            // every item there took a quarter of its time.
+            .get(route, Access::Key, |body| Ok((read_head(body)?, body.clone())))
             .await;
         match fetched {
             Ok(f) => {
                 let (head, body) = f.value;
                 let mut rows = Rows::new(run_id, route, self.clock.now());
-                rows.share_news_sources(tape.sources_made.clone());
-                let rows = map_news_page(body, rows, tape.company_key.clone());
+                rows.share_seen(tape.seen.clone());
+                let rows = map_page(tape.feed.read, body, rows, tape.company_key.clone());
                 Ok(Some(FetchedPage { head, rows }))
             }
             Err(UpstreamError::NotFound { route, message }) => {
@@ -286,20 +266,9 @@ impl Syncer {
     }
 }
 
-/// A feed page's own fields: what the next request needs.
-struct PageHead {
-    latest_id: Option<String>,
-    next_cursor: Option<String>,
-    has_more: bool,
-    server_time: Option<String>,
-    items: usize,
-    /// Its oldest item's `firstSeenAt`: whether a backfill goes on.
-    oldest: Option<DateTime<Utc>>,
-}
-
-/// A feed page whose items are being mapped to rows, with its cursors.
+/// A page whose items are being mapped to rows, with its cursors.
 struct FetchedPage {
-    head: PageHead,
+    head: TapeHead,
     rows: tokio::task::JoinHandle<Rows>,
 }
 
@@ -307,20 +276,17 @@ struct FetchedPage {
 /// checkpoint of the cursor after it.
 type PendingPage = (tokio::task::JoinHandle<Rows>, Checkpoint);
 
-/// Maps a news page's items into `rows` on a blocking thread, and for a
-/// company's feed which company served each item.
-fn map_news_page(body: bytes::Bytes, mut rows: Rows, company_key: Option<String>) -> tokio::task::JoinHandle<Rows> {
+/// Maps a page's items into `rows` on a blocking thread.
+fn map_page(
+    read: crate::feeds::ReadTape,
+    body: bytes::Bytes,
+    mut rows: Rows,
+    company_key: Option<String>,
+) -> tokio::task::JoinHandle<Rows> {
     tokio::task::spawn_blocking(move || {
-        let page: NewsPage = match serde_json::from_slice(&body) {
-            Ok(page) => page,
-            // Read once already; kept rather than lost should it ever fail.
-            Err(e) => {
-                rows.quarantine(&String::from_utf8_lossy(&body), format!("news page: {e}"));
-                return rows;
-            }
-        };
-        for raw in &page.items {
-            feed::read_item(&mut rows, raw, company_key.as_deref());
+        // Read once already; kept rather than lost should it ever fail.
+        if let Err(e) = read(&mut rows, &body, company_key.as_deref()) {
+            rows.quarantine(&String::from_utf8_lossy(&body), format!("tape page: {e}"));
         }
         rows
     })
@@ -346,13 +312,13 @@ async fn hand_on(
 async fn send_mapped((rows, checkpoint): PendingPage, done: &FetchedTx) -> bool {
     let fetched = match unless_cancelled(rows.await) {
         Some(rows) => Ok((rows, vec![checkpoint])),
-        None => Err(SyncError::Other("mapping a news page: cancelled".into())),
+        None => Err(SyncError::Other("mapping a tape page: cancelled".into())),
     };
     send_fetched(done, fetched).await
 }
 
 /// The next `before`, unless this page reached the horizon or the start of the tape.
-fn backfill_continues(page: &PageHead, horizon: DateTime<Utc>) -> Option<String> {
+fn backfill_continues(page: &TapeHead, horizon: DateTime<Utc>) -> Option<String> {
     if page.items == 0 || page.oldest.is_some_and(|t| t < horizon) {
         return None;
     }

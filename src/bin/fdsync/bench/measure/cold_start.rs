@@ -8,8 +8,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 
-use super::{BENCH_KEY, EmulatorProcess, tempfile_dir};
-use crate::sync::SyncError;
+use super::{BENCH_KEY, EmulatorProcess, failure, tempfile_dir};
 
 /// The environment variable the bench's config names for the key.
 const KEY_ENV: &str = "FDSYNC_BENCH_API_KEY";
@@ -25,13 +24,13 @@ struct ColdStart {
 /// The bench's config: `config`'s pipelines folder, countries and geo layers,
 /// `companies` generated companies, the emulator and a fresh warehouse.
 fn bench_config(
-    config: &crate::config::Config,
+    config: &fdsync::config::Config,
     base_url: &str,
     warehouse: &std::path::Path,
     companies: usize,
-) -> Result<String, SyncError> {
+) -> anyhow::Result<String> {
     let pipelines = std::fs::canonicalize(&config.pipelines.dir).map_err(|e| {
-        SyncError::Other(format!(
+        failure(format!(
             "cannot find the pipelines folder {}: {e}",
             config.pipelines.dir.display()
         ))
@@ -51,7 +50,7 @@ fn bench_config(
 }
 
 /// Runs `fdsync --quiet <args>` to the end and returns its wall time.
-fn timed_process(args: &[&str]) -> Result<f64, SyncError> {
+fn timed_process(args: &[&str]) -> anyhow::Result<f64> {
     let started = Instant::now();
     let output = Command::new(std::env::current_exe()?)
         .arg("--quiet")
@@ -62,7 +61,7 @@ fn timed_process(args: &[&str]) -> Result<f64, SyncError> {
         .output()?;
     let seconds = started.elapsed().as_secs_f64();
     if !output.status.success() {
-        return Err(SyncError::Other(format!(
+        return Err(failure(format!(
             "fdsync {} failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&output.stderr).trim()
@@ -72,16 +71,14 @@ fn timed_process(args: &[&str]) -> Result<f64, SyncError> {
 }
 
 /// The routes the last `sync --once` sent, from its request log.
-fn routes_since(warehouse: &std::path::Path, since: chrono::DateTime<chrono::Utc>) -> Result<Vec<String>, SyncError> {
-    let conn = duckdb::Connection::open(warehouse).map_err(|e| SyncError::Other(format!("bench warehouse: {e}")))?;
-    let mut stmt = conn
-        .prepare("SELECT route FROM _sync_requests WHERE \"at\" >= ?::TIMESTAMPTZ ORDER BY \"at\"")
-        .map_err(|e| SyncError::Other(format!("reading the request log: {e}")))?;
-    let rows = stmt
-        .query_map([since.to_rfc3339()], |r| r.get::<_, String>(0))
-        .map_err(|e| SyncError::Other(format!("reading the request log: {e}")))?;
-    rows.collect::<Result<_, _>>()
-        .map_err(|e| SyncError::Other(format!("reading the request log: {e}")))
+async fn routes_since(
+    warehouse: &std::path::Path,
+    since: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<Vec<String>> {
+    let sink = fdsync::sink::SinkHandle::open_duckdb(warehouse.to_owned()).await?;
+    let routes = sink.call(move |s| s.routes_since(since)).await??;
+    sink.close().await;
+    Ok(routes)
 }
 
 /// The baseline's process: sends every route in `routes_file` (one a line)
@@ -89,7 +86,7 @@ fn routes_since(warehouse: &std::path::Path, since: chrono::DateTime<chrono::Utc
 ///
 /// # Errors
 /// When the file cannot be read or a request fails.
-pub async fn child(base_url: &str, routes_file: &std::path::Path, concurrency: usize) -> Result<(), SyncError> {
+pub async fn child(base_url: &str, routes_file: &std::path::Path, concurrency: usize) -> anyhow::Result<()> {
     let routes = std::fs::read_to_string(routes_file)?;
     let http = reqwest::Client::new();
     let mut responses = futures::stream::iter(routes.lines().map(|route| {
@@ -101,12 +98,12 @@ pub async fn child(base_url: &str, routes_file: &std::path::Path, concurrency: u
     }))
     .buffer_unordered(concurrency.max(1));
     while let Some(response) = responses.next().await {
-        response.map_err(|e| SyncError::Other(format!("baseline request: {e}")))?;
+        response.map_err(|e| failure(format!("baseline request: {e}")))?;
     }
     Ok(())
 }
 
-async fn cold_start(config: &crate::config::Config, companies: usize) -> Result<ColdStart, SyncError> {
+async fn cold_start(config: &fdsync::config::Config, companies: usize) -> anyhow::Result<ColdStart> {
     let emulator = EmulatorProcess::start()?;
     let dir = tempfile_dir()?.join(format!("cold-start-{companies}"));
     let _ = std::fs::remove_dir_all(&dir);
@@ -122,7 +119,7 @@ async fn cold_start(config: &crate::config::Config, companies: usize) -> Result<
     let first_seconds = timed_process(&sync)?;
     let since = chrono::Utc::now();
     let seconds = timed_process(&sync)?;
-    let routes = routes_since(&warehouse, since)?;
+    let routes = routes_since(&warehouse, since).await?;
     let routes_file = dir.join("routes.txt");
     std::fs::write(&routes_file, routes.join("\n"))?;
     let concurrency = config.upstream.concurrency.to_string();
@@ -148,11 +145,7 @@ async fn cold_start(config: &crate::config::Config, companies: usize) -> Result<
 ///
 /// # Errors
 /// When the emulator, a sync or the baseline fails.
-pub async fn cold_starts(
-    config: &crate::config::Config,
-    sizes: &[usize],
-    out: &mut impl Write,
-) -> Result<(), SyncError> {
+pub async fn cold_starts(config: &fdsync::config::Config, sizes: &[usize], out: &mut impl Write) -> anyhow::Result<()> {
     writeln!(
         out,
         "| companies | first sync s | no-change sync s | requests | baseline: the same requests s | ratio |\n|---:|---:|---:|---:|---:|---:|"

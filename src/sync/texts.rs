@@ -1,0 +1,106 @@
+//! The parent-texts engine ([`Fetch::ParentTexts`](crate::feeds::Fetch::ParentTexts)):
+//! the text of each part of the parent table's recent documents of the
+//! configured companies that is not stored yet, each asked once.
+
+use chrono::Duration;
+use futures::StreamExt;
+
+use super::{Member, Progress, SyncError, Syncer, upstream_error};
+use crate::feeds::ParentTexts;
+use crate::pipeline::Pipeline;
+use crate::records::Rows;
+use crate::upstream::{Access, UpstreamError, encode};
+
+impl Syncer {
+    /// Parts of documents of the last `text_days`: coded parts one by one,
+    /// the uncoded part ('') without the part query.
+    pub(super) async fn run_parent_texts(
+        &self,
+        pipeline: &Pipeline,
+        feed: &ParentTexts,
+        run_id: &str,
+        members: Vec<Member>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let since = self.clock.now().date_naive() - Duration::days(i64::from(pipeline.params.text_days.unwrap_or(30)));
+        let keys: Vec<String> = members.into_iter().map(|m| m.key).collect();
+        let (parent, parts, texts) = (feed.parent, feed.parts, feed.texts);
+        let missing = self
+            .sink
+            .call(move |s| s.missing_parts(parent, parts, texts, &keys, since))
+            .await??;
+        let read = feed.read;
+        let fetches = missing.into_iter().map(|(company, id, part)| {
+            let path = pipeline
+                .route
+                .replace("{company}", &encode(&company))
+                .replace("{accession}", &encode(&id));
+            async move {
+                let mut listed = Vec::new();
+                let mut rows = Rows::new(run_id, &path, self.clock.now());
+                let mut problems = Vec::new();
+                let mut queue = vec![part];
+                while let Some(part) = queue.pop() {
+                    let route = if part.is_empty() {
+                        path.clone()
+                    } else {
+                        format!("{path}?{}={}", feed.part_query, encode(&part))
+                    };
+                    let fetched = self
+                        .client
+                        // A whole body that is not UTF-8 is the service's bad
+                        // record, not a failed request: quarantined, not retried.
+                        .get(&route, Access::Key, |body| {
+                            Ok(String::from_utf8(body.to_vec())
+                                .map_err(|e| (String::from_utf8_lossy(body).into_owned(), e.to_string())))
+                        })
+                        .await;
+                    match fetched {
+                        Ok(f) => {
+                            rows.route = route;
+                            match f.value {
+                                Ok(text) => read(&mut rows, &text, &company, &id, &part),
+                                Err((lossy, why)) => rows.quarantine(&lossy, format!("text is not UTF-8: {why}")),
+                            }
+                        }
+                        // The document has coded parts after all: the 400 lists them.
+                        Err(UpstreamError::BadRequest { body, .. }) if part.is_empty() && body.items.is_some() => {
+                            listed = body.items.unwrap_or_default();
+                            match self.stored_parts_of(feed, &id).await {
+                                Ok(stored) => queue
+                                    .extend(listed.iter().filter(|p| !p.is_empty() && !stored.contains(*p)).cloned()),
+                                Err(e) => return (rows, listed, problems, Err(e)),
+                            }
+                        }
+                        Err(UpstreamError::NotFound { route, message }) => {
+                            problems.push(format!("{route}: 404 {message}"));
+                        }
+                        Err(e) => return (rows, listed, problems, Err(upstream_error(e))),
+                    }
+                }
+                (rows, listed, problems, Ok(()))
+            }
+        });
+        // Collected first: see `run_per_company`.
+        let mut results = futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
+        while let Some((rows, listed, problems, result)) = results.next().await {
+            if !listed.is_empty() {
+                tracing::info!(message = "Document listed its coded parts; fetched each.", parts = ?listed);
+            }
+            progress.problems.extend(problems);
+            self.commit(run_id, rows, None, progress).await?;
+            result?;
+        }
+        Ok(())
+    }
+
+    /// The parts of document `id` whose texts are already stored.
+    async fn stored_parts_of(
+        &self,
+        feed: &ParentTexts,
+        id: &str,
+    ) -> Result<std::collections::HashSet<String>, SyncError> {
+        let (texts, id) = (feed.texts, id.to_owned());
+        Ok(self.sink.call(move |s| s.stored_parts_of(texts, &id)).await??)
+    }
+}
