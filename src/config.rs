@@ -54,6 +54,25 @@ pub struct UpstreamConfig {
     /// Off by default: past the quota fdsync stops (exit 75) rather than spend money.
     #[serde(default)]
     pub use_credits: bool,
+    /// The most one response may hold once decoded, in MiB; a larger one
+    /// fails its request (the run goes on). The largest real page is about 1 MiB.
+    #[serde(default = "default_max_body_mb")]
+    pub max_body_mb: u64,
+    /// The most one live-stream frame may hold, in MiB; a larger one drops
+    /// the connection, which resumes from the last commit.
+    #[serde(default = "default_max_frame_mb")]
+    pub max_frame_mb: u64,
+    /// Allows a plain `http://` base URL to a host other than this machine:
+    /// the key would cross the network readable by anyone on the path.
+    #[serde(default)]
+    pub allow_plain_http: bool,
+}
+
+fn default_max_body_mb() -> u64 {
+    64
+}
+fn default_max_frame_mb() -> u64 {
+    16
 }
 
 fn default_key_env() -> String {
@@ -142,6 +161,15 @@ pub struct DaemonConfig {
     /// Keep the live news stream connected (pipelines with `params.stream_route`).
     #[serde(default = "default_true")]
     pub stream: bool,
+    /// `/healthz` reports unhealthy when nothing was committed for this many
+    /// seconds (since the start, before the first commit); 0 never does.
+    /// Set it above the longest gap between the schedules' firings.
+    #[serde(default = "default_stale_after")]
+    pub stale_after_secs: u64,
+}
+
+fn default_stale_after() -> u64 {
+    86_400
 }
 
 impl Default for DaemonConfig {
@@ -149,6 +177,7 @@ impl Default for DaemonConfig {
         DaemonConfig {
             metrics_addr: default_metrics_addr(),
             stream: true,
+            stale_after_secs: default_stale_after(),
         }
     }
 }
@@ -339,6 +368,24 @@ impl Config {
             return Err(invalid(format!(
                 "upstream.base_url must be http or https, got {}",
                 base.scheme()
+            )));
+        }
+        let loopback = match base.host() {
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+            None => false,
+        };
+        if base.scheme() == "http" && !loopback && !self.upstream.allow_plain_http {
+            return Err(invalid(format!(
+                "upstream.base_url {:?} is plain http to another machine: the API key would cross the network unencrypted. Use https, or set upstream.allow_plain_http = true if the link is private",
+                self.upstream.base_url
+            )));
+        }
+        if !(1..=4096).contains(&self.upstream.max_body_mb) || !(1..=4096).contains(&self.upstream.max_frame_mb) {
+            return Err(invalid(format!(
+                "upstream.max_body_mb = {}, upstream.max_frame_mb = {}: use 1 to 4096 (MiB)",
+                self.upstream.max_body_mb, self.upstream.max_frame_mb
             )));
         }
         if base.path().trim_end_matches('/').ends_with("/api/v1") {

@@ -5,9 +5,9 @@
 //! the quota is spent in a predictable order; when several are due they
 //! queue. A pipeline is due when its schedule fired since its last start, so
 //! a daemon started after downtime catches up once, not once per missed
-//! firing. Stopping abandons the page in flight: each page commits with its
-//! checkpoint in one transaction, so the warehouse is consistent at every
-//! point and the next run resumes from the last commit.
+//! firing. Stopping sends no further request and abandons those in flight;
+//! what was received commits (a held backfill transaction included) and the
+//! run is recorded `interrupted`, so the next run resumes from there.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -26,6 +26,8 @@ pub struct Daemon {
     /// Keep the live stream of every pipeline that has one connected.
     pub stream: bool,
     pub metrics_addr: Option<SocketAddr>,
+    /// `/healthz` is unhealthy after this long without a commit (`None`: never).
+    pub stale_after: Option<std::time::Duration>,
     /// Published after every run (the stream's rows with the next run's).
     pub lake: Option<Arc<crate::lake::Lake>>,
 }
@@ -38,14 +40,25 @@ impl Daemon {
     /// A refused key (every request would fail), a metrics address that
     /// cannot be bound, or a warehouse that cannot be read.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), SyncError> {
+        let health = Health {
+            sink: self.syncer.sink.clone(),
+            started: std::time::Instant::now(),
+            stale_after: self.stale_after,
+        };
         let metrics = match self.metrics_addr {
-            Some(addr) => Some(serve_metrics(addr, shutdown.clone()).await?),
+            Some(addr) => Some(serve_metrics(addr, health, shutdown.clone()).await?),
             None => None,
         };
         if let Some(addr) = metrics {
             tracing::info!(message = "Metrics served.", url = %format!("http://{addr}/metrics"));
         }
         let last_started = self.last_started().await?;
+        let client = self.syncer.client.clone();
+        let stopping = shutdown.clone();
+        tokio::spawn(async move {
+            stopping.cancelled().await;
+            client.stop_sending();
+        });
         let turn = Arc::new(tokio::sync::Mutex::new(()));
         let mut tasks = JoinSet::new();
         for pipeline in self.pipelines.iter().cloned() {
@@ -73,6 +86,22 @@ impl Daemon {
                 });
             }
         }
+        // A writer that died would fail every run: the process stops, and
+        // systemd or Kubernetes starts a new one.
+        let sink = self.syncer.sink.clone();
+        let watched = shutdown.clone();
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(WRITER_CHECK);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = watched.cancelled() => return Ok(()),
+                }
+                if !sink.writer_alive() {
+                    return Err(SyncError::Sink(crate::sink::SinkError::Closed));
+                }
+            }
+        });
         tracing::info!(
             message = "Daemon started.",
             pipelines = self.pipelines.len(),
@@ -124,20 +153,25 @@ async fn schedule(
             () = shutdown.cancelled() => return Ok(()),
         };
         last_started = Some(clock.now());
-        let (_report, result) = tokio::select! {
-            done = syncer.run_once(std::slice::from_ref(&pipeline)) => done,
-            () = shutdown.cancelled() => {
+        // Not raced against the shutdown: the stopped client ends the run
+        // within moments, and what it received still commits.
+        let (_report, result) = syncer.run_once(std::slice::from_ref(&pipeline)).await;
+        match result {
+            Ok(()) => {}
+            Err(SyncError::Interrupted) => {
                 tracing::info!(
-                    message = "Run abandoned at shutdown; it resumes from its last commit.",
+                    message = "Run interrupted at shutdown; what it received is committed and the next run resumes.",
                     pipeline = %pipeline.name
                 );
                 return Ok(());
             }
-        };
-        match result {
-            Ok(()) => {}
-            // Every request would be refused: stop, so the operator sees it.
-            Err(e @ SyncError::Unauthenticated(_)) => return Err(e),
+            // Every request would be refused, or every commit: stop, so the
+            // operator (or the supervisor's restart) sees it.
+            Err(
+                e @ (SyncError::Unauthenticated(_)
+                | SyncError::Misdirected(_)
+                | SyncError::Sink(crate::sink::SinkError::Closed)),
+            ) => return Err(e),
             // Logged and recorded by the run; the next firing tries again.
             Err(e) => tracing::warn!(message = "Pipeline run did not finish.", pipeline = %pipeline.name, error = %e),
         }
@@ -163,7 +197,36 @@ fn due_at(schedule: &cron::Schedule, last_started: Option<DateTime<Utc>>, now: D
     }
 }
 
-async fn serve_metrics(addr: SocketAddr, shutdown: CancellationToken) -> Result<SocketAddr, SyncError> {
+/// How often the daemon checks that its warehouse writer still runs.
+const WRITER_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What `/healthz` looks at.
+#[derive(Clone)]
+struct Health {
+    sink: crate::sink::SinkHandle,
+    started: std::time::Instant,
+    stale_after: Option<std::time::Duration>,
+}
+
+impl Health {
+    /// `Err` with the reason when unhealthy.
+    fn check(&self) -> Result<(), String> {
+        if !self.sink.writer_alive() {
+            return Err("the warehouse writer stopped; the daemon is exiting".into());
+        }
+        let quiet = self.sink.since_last_commit().unwrap_or_else(|| self.started.elapsed());
+        match self.stale_after {
+            Some(limit) if quiet > limit => Err(format!(
+                "no commit for {} s (daemon.stale_after_secs = {})",
+                quiet.as_secs(),
+                limit.as_secs()
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+async fn serve_metrics(addr: SocketAddr, health: Health, shutdown: CancellationToken) -> Result<SocketAddr, SyncError> {
     use axum::routing::get;
     let app = axum::Router::new()
         .route(
@@ -178,7 +241,21 @@ async fn serve_metrics(addr: SocketAddr, shutdown: CancellationToken) -> Result<
                 )
             }),
         )
-        .route("/healthz", get(|| async { "ok\n" }));
+        .route(
+            "/healthz",
+            get(move || {
+                let health = health.clone();
+                async move {
+                    match health.check() {
+                        Ok(()) => (axum::http::StatusCode::OK, "ok\n".to_owned()),
+                        Err(why) => (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            format!("unhealthy: {why}\n"),
+                        ),
+                    }
+                }
+            }),
+        );
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         SyncError::Other(format!(
             "daemon.metrics_addr {addr}: cannot listen: {e} (set another address, or \"off\")"
@@ -196,6 +273,37 @@ async fn serve_metrics(addr: SocketAddr, shutdown: CancellationToken) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn health_is_unhealthy_once_the_writer_died_or_nothing_committed_for_too_long() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = crate::sink::SinkHandle::open_duckdb(dir.path().join("wh.duckdb"))
+            .await
+            .unwrap();
+        let health = Health {
+            sink: sink.clone(),
+            started: std::time::Instant::now(),
+            stale_after: Some(std::time::Duration::from_secs(3600)),
+        };
+        assert_eq!(health.check(), Ok(()));
+        let stale = Health {
+            stale_after: Some(std::time::Duration::ZERO),
+            ..health.clone()
+        };
+        assert!(
+            stale.check().unwrap_err().contains("no commit for"),
+            "{:?}",
+            stale.check()
+        );
+        let _ = sink
+            .call(|_| -> () { panic!("the test kills the warehouse writer") })
+            .await;
+        // The call fails while the thread still unwinds.
+        while sink.writer_alive() {
+            tokio::task::yield_now().await;
+        }
+        assert!(health.check().unwrap_err().contains("writer stopped"));
+    }
 
     fn t(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()

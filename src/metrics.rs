@@ -135,6 +135,17 @@ pub fn request(status: u16, rate_remaining: Option<u32>, quota_remaining: Option
     }
 }
 
+/// When this process last committed rows, for the daemon's `/healthz`.
+static LAST_COMMIT: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+/// How long ago this process last committed, if it did.
+pub fn since_last_commit() -> Option<std::time::Duration> {
+    LAST_COMMIT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .map(|at| at.elapsed())
+}
+
 /// Rows committed by this process so far, for progress lines.
 static ROWS_COMMITTED: AtomicU64 = AtomicU64::new(0);
 
@@ -190,4 +201,13 @@ pub fn render() -> String {
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &METRICS.registry).expect("writing to a String cannot fail");
     out
+}
+
+/// This process's peak resident memory so far, in KiB (`VmHWM`; Linux only).
+pub fn peak_memory_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }

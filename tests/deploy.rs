@@ -56,7 +56,21 @@ fn check_pod(pod: &Yaml, docs: &[(String, Yaml)], args_ok: impl Fn(&[String])) {
             assert_eq!(text(&v["configMap"]["name"], "configMap"), configmap);
         }
     }
+    // Pod Security "restricted".
+    assert_eq!(pod["securityContext"]["runAsNonRoot"].as_bool(), Some(true));
+    assert_eq!(
+        text(&pod["securityContext"]["seccompProfile"]["type"], "seccompProfile"),
+        "RuntimeDefault"
+    );
     let container = &pod["containers"][0];
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"].as_bool(),
+        Some(false)
+    );
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"][0].as_str(),
+        Some("ALL")
+    );
     for m in container["volumeMounts"].as_vec().unwrap() {
         assert!(
             names.contains(&text(&m["name"], "mount")),
@@ -138,6 +152,10 @@ fn kubernetes_manifests_are_valid_and_agree_with_each_other() {
         .map(|v| v.as_i64().unwrap())
         .collect();
     assert_eq!(codes, [2, 75], "no retry where retrying cannot help");
+    assert!(
+        job["activeDeadlineSeconds"].as_i64().is_some_and(|s| s > 0),
+        "a hung run is ended (SIGTERM, then a clean exit)"
+    );
     check_pod(&job["template"]["spec"], &docs, |args| {
         assert!(args.ends_with(&["sync".into(), "--once".into()]), "{args:?}");
         accepted(args);

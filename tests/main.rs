@@ -14,6 +14,8 @@ mod cli;
 mod deploy;
 /// The emulator: as strict as the spec.
 mod emulator;
+/// A hostile upstream: redirects, absurd headers, stuck cursors, endless bodies.
+mod hostile;
 /// Incremental loads: no duplicate keys, no rewritten rows, new data lands.
 mod incremental;
 /// The lake on S3: Delta commits, merges, kill -9, Spark and DuckDB read-back.

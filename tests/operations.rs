@@ -393,3 +393,47 @@ async fn a_second_writer_is_told_who_holds_the_warehouse_and_status_reads_meanwh
     drain.await.unwrap();
     assert_eq!(code.code(), Some(0));
 }
+
+/// The warehouse writer dies under a running daemon (a job panics): the
+/// daemon stops with an error within seconds, so that its supervisor starts
+/// a new process rather than keep one that can never commit. (`/healthz`
+/// meanwhile: the daemon's unit test.)
+#[tokio::test]
+async fn a_dead_writer_stops_the_daemon_with_an_error() {
+    let h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
+    let config = h.syncer.config.clone();
+    h.syncer.sink.close().await;
+    // On the system clock, as the binary runs: a frozen one would fire the
+    // schedules back to back.
+    let syncer = crate::util::syncer(config, &Clock::System).await;
+    let sink = syncer.sink.clone();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let daemon = fdsync::daemon::Daemon {
+        syncer: std::sync::Arc::new(syncer),
+        pipelines: h.only(&["indices"]),
+        stream: false,
+        metrics_addr: Some(port),
+        stale_after: None,
+        lake: None,
+    };
+    let running = tokio::spawn(daemon.run(CancellationToken::new()));
+    let url = format!("http://{port}/healthz");
+    wait_for("a healthy daemon", Duration::from_secs(10), || async {
+        reqwest::get(&url).await.is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    let killed = sink
+        .call(|_| -> () { panic!("the test kills the warehouse writer") })
+        .await;
+    assert!(killed.is_err(), "the job's panic ends the writer");
+    let stopped = tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("the daemon stops within seconds")
+        .unwrap();
+    let err = stopped.expect_err("a dead writer is an error exit");
+    assert!(err.to_string().contains("writer stopped"), "{err}");
+    assert_ne!(err.exit_code(), 0);
+}

@@ -1,9 +1,10 @@
 //! Any bytes as rate-limit headers (both forms), quota headers and
 //! Retry-After: read or ignored, never a panic; no wait of zero or longer
-//! than 31 days.
+//! than 31 days; and fed to the pacer, no wait past a window and its margin.
 #![no_main]
 
-use fdsync::upstream::ratelimit::{QuotaWindow, RateWindow, retry_after};
+use fdsync::clock::Clock;
+use fdsync::upstream::ratelimit::{Pacer, QuotaWindow, RateWindow, retry_after};
 use libfuzzer_sys::fuzz_target;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
@@ -33,9 +34,23 @@ fuzz_target!(|input: &[u8]| {
         }
     }
     let now = "2026-11-25T23:00:00Z".parse().unwrap();
-    let _ = RateWindow::from_headers(&headers);
-    let _ = QuotaWindow::from_headers(&headers);
+    let rate = RateWindow::from_headers(&headers);
+    let quota = QuotaWindow::from_headers(&headers).bounded(now);
     if let Some(wait) = retry_after(&headers, now) {
         assert!(!wait.is_zero() && wait.as_secs() <= 31 * 86_400, "{wait:?}");
     }
+    assert!(quota.reset_at.is_none_or(|at| at <= now + chrono::Duration::days(31)));
+    // The pacer that consumes them, on a clock that moves only when it waits:
+    // the next request goes within a window and its margin.
+    let clock = Clock::simulated(now, 0.0);
+    let pacer = Pacer::new(clock.clone(), None);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let waited = runtime.block_on(async {
+        pacer.acquire().await;
+        pacer.observe(Some(&rate));
+        let before = clock.now();
+        pacer.acquire().await;
+        clock.now() - before
+    });
+    assert!(waited <= chrono::Duration::seconds(62), "{waited} after {rate:?}");
 });

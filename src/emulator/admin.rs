@@ -12,6 +12,7 @@
 //! | PUT | /admin/revoke-delay?secs=N | sets that delay |
 //! | POST | /admin/clock/advance?secs=N | moves a simulated clock forward (409 on the system clock) |
 //! | PUT | /admin/faults?spec=SPEC | sets injected faults, as `--faults` takes them |
+//! | PUT | /admin/hostile?spec=SPEC | sets hostile behaviours, as `--hostile` takes them |
 //! | GET | /admin/stats | requests answered, by status, 429s and faults |
 //! | POST | /admin/streams/drop | cuts every open news stream mid-flight, as a dropped link would |
 
@@ -26,7 +27,7 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use super::keys::KeyError;
-use super::{ApiError, Emulator, Faults};
+use super::{ApiError, Emulator, Faults, Hostile};
 
 type AdminResult = Result<Response, ApiError>;
 
@@ -62,6 +63,7 @@ impl Emulator {
             .route("/admin/revoke-delay", put(revoke_delay))
             .route("/admin/clock/advance", post(advance_clock))
             .route("/admin/faults", put(set_faults))
+            .route("/admin/hostile", put(set_hostile))
             .route("/admin/stats", get(stats))
             .route("/admin/streams/drop", post(drop_streams))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such admin route") })
@@ -149,6 +151,16 @@ async fn set_faults(
     let spec = query.get("spec").map(String::as_str).unwrap_or("");
     let faults = Faults::parse(spec).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("spec: {e}")))?;
     emulator.set_faults(faults);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn set_hostile(
+    State(emulator): State<Arc<Emulator>>,
+    Query(query): Query<HashMap<String, String>>,
+) -> AdminResult {
+    let spec = query.get("spec").map(String::as_str).unwrap_or("");
+    let hostile = Hostile::parse(spec).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("spec: {e}")))?;
+    emulator.set_hostile(hostile);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -78,6 +78,8 @@ pub struct EmulatorConfig {
     pub generated_companies: u64,
     pub sales_email: String,
     pub faults: Faults,
+    /// Hostile behaviours of the data routes (none by default).
+    pub hostile: super::Hostile,
     pub stream: StreamTiming,
     /// How long a revoked key keeps working on the data routes (spec: about 60 s).
     pub revoke_delay: chrono::Duration,
@@ -120,6 +122,7 @@ impl Default for EmulatorConfig {
             generated_companies: 5000,
             sales_email: "sales@example.invalid".into(),
             faults: Faults::default(),
+            hostile: super::Hostile::default(),
             stream: StreamTiming::default(),
             revoke_delay: chrono::Duration::seconds(60),
         }

@@ -12,6 +12,7 @@ mod config;
 pub mod events;
 mod gate;
 pub mod geo;
+mod hostile;
 pub mod keys;
 pub mod macro_series;
 mod market;
@@ -40,6 +41,7 @@ pub use config::{
     DEMO_BUILD_KEY, DEMO_FREE_KEY, EmulatorConfig, Faults, HeaderForm, PlanLimits, QuotaPeriod, StreamTiming,
 };
 use gate::{count, gate, inject_faults};
+pub use hostile::Hostile;
 use keys::Keyring;
 pub use keys::{Account, Credits};
 use news_routes::*;
@@ -71,6 +73,7 @@ struct AppState {
     usage: Mutex<HashMap<String, Usage>>,
     stats: Mutex<Stats>,
     faults: Mutex<Faults>,
+    hostile: Mutex<Hostile>,
     stream: StreamTiming,
     fault_seq: std::sync::atomic::AtomicU64,
     /// Bumped to cut every open stream mid-flight, as a dropped link would.
@@ -125,6 +128,7 @@ impl Emulator {
                 usage: Mutex::new(HashMap::new()),
                 stats: Mutex::new(Stats::default()),
                 faults: Mutex::new(config.faults),
+                hostile: Mutex::new(config.hostile),
                 stream: config.stream,
                 fault_seq: Default::default(),
                 stream_cuts: tokio::sync::watch::Sender::new(0),
@@ -138,6 +142,11 @@ impl Emulator {
         let open = self.state.stream_cuts.receiver_count();
         self.state.stream_cuts.send_modify(|n| *n += 1);
         open
+    }
+
+    /// Switches hostile behaviours on or off from now on.
+    pub fn set_hostile(&self, hostile: Hostile) {
+        *self.state.hostile.lock().unwrap_or_else(|e| e.into_inner()) = hostile;
     }
 
     /// Changes the injected faults from now on.
@@ -217,7 +226,8 @@ impl Emulator {
             .route("/api/v1/workspace", get(account_surface))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
             .layer(middleware::from_fn_with_state(self.state.clone(), inject_faults))
-            .layer(middleware::from_fn_with_state(self.state.clone(), gate));
+            .layer(middleware::from_fn_with_state(self.state.clone(), gate))
+            .layer(middleware::from_fn_with_state(self.state.clone(), hostile::hostile));
         // Bodies are gzipped when the caller accepts it, as a CDN in front of
         // the service would; the SSE stream is left uncompressed so frames are not held back.
         // At level 2, as CDNs compress on the fly: at the default level gzip

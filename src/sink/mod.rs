@@ -9,7 +9,8 @@ pub mod lock;
 pub mod policy;
 
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 pub use self::duckdb::DuckDbSink;
@@ -139,6 +140,19 @@ impl Default for SinkOptions {
 #[derive(Clone)]
 pub struct SinkHandle {
     jobs: mpsc::Sender<Message>,
+    /// False once the writer thread has ended.
+    alive: Arc<AtomicBool>,
+    /// When a commit last succeeded through this handle or its clones.
+    last_commit: Arc<std::sync::Mutex<Option<Instant>>>,
+}
+
+/// Marks the writer thread ended when dropped.
+struct WriterAlive(Arc<AtomicBool>);
+
+impl Drop for WriterAlive {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
 }
 
 impl SinkHandle {
@@ -165,10 +179,14 @@ impl SinkHandle {
         let claim = lock::WriterLock::acquire(&path, &options.holder)?;
         let (jobs, inbox) = mpsc::channel::<Message>();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let alive = Arc::new(AtomicBool::new(true));
+        let writer_alive = WriterAlive(alive.clone());
         std::thread::Builder::new()
             .name("fdsync-duckdb".into())
             .spawn(move || match DuckDbSink::open(&path, &options.duckdb) {
                 Ok(sink) => {
+                    // Dropped when the thread ends, a panic included.
+                    let _alive = writer_alive;
                     let _ = ready_tx.send(Ok(()));
                     serve(sink, claim, &path, &options, &inbox);
                 }
@@ -181,7 +199,29 @@ impl SinkHandle {
                 message: e.to_string(),
             })?;
         ready_rx.await.map_err(|_| SinkError::Closed)??;
-        Ok(SinkHandle { jobs })
+        Ok(SinkHandle {
+            jobs,
+            alive,
+            last_commit: Arc::default(),
+        })
+    }
+
+    /// Whether the writer thread still runs: it stops on [`SinkHandle::close`]
+    /// or when a job panics, after which every call fails with [`SinkError::Closed`].
+    pub fn writer_alive(&self) -> bool {
+        self.alive.load(Ordering::Relaxed)
+    }
+
+    /// How long ago a commit last succeeded through this handle, if one did.
+    pub fn since_last_commit(&self) -> Option<Duration> {
+        self.last_commit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(|at| at.elapsed())
+    }
+
+    fn committed(&self) {
+        *self.last_commit.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
     }
 
     /// Runs `f` on the writer thread and returns its result.
@@ -209,6 +249,7 @@ impl SinkHandle {
 
     pub async fn commit(&self, commit: Commit) -> Result<CommitStats, SinkError> {
         let stats = self.call(move |sink| sink.commit(commit)).await??;
+        self.committed();
         crate::metrics::rows_written(stats.rows_written, &stats.per_table);
         Ok(stats)
     }
@@ -217,6 +258,7 @@ impl SinkHandle {
     /// ([`DuckDbSink::commit_held`]); [`SinkHandle::commit_held_now`] ends the wait.
     pub async fn commit_held(&self, commit: Commit) -> Result<CommitStats, SinkError> {
         let stats = self.call(move |sink| sink.commit_held(commit)).await??;
+        self.committed();
         crate::metrics::rows_written(stats.rows_written, &stats.per_table);
         Ok(stats)
     }

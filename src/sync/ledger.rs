@@ -64,8 +64,8 @@ impl Syncer {
             key_id: Some(&key_id),
             observed_at: Some(self.clock.now()),
             quota_window: seen.quota.window.as_deref(),
-            quota_limit: seen.quota.limit.map(|n| n as i64),
-            quota_remaining: seen.quota.remaining.map(|n| n as i64),
+            quota_limit: seen.quota.limit.map(saturating_i64),
+            quota_remaining: seen.quota.remaining.map(saturating_i64),
             quota_reset_at: seen.quota.reset_at,
             rate_limit: seen.rate.limit.map(i64::from),
             rate_remaining: seen.rate.remaining.map(i64::from),
@@ -137,11 +137,17 @@ impl Syncer {
                 status: Some(i64::from(r.status)),
                 latency_ms: Some(r.latency_ms),
                 rate_remaining: r.rate_remaining.map(i64::from),
-                quota_remaining: r.quota_remaining.map(|q| q as i64),
+                quota_remaining: r.quota_remaining.map(saturating_i64),
                 retry_after_s: r.retry_after_s,
                 error: r.error.as_deref(),
             });
         }
         Ok(Some(TableBatch::build(b)?))
     }
+}
+
+/// A count the service reported, as the ledger's BIGINT holds it: a value
+/// past `i64::MAX` (a broken header) is stored as `i64::MAX`, never negative.
+fn saturating_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }

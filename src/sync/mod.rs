@@ -40,6 +40,14 @@ pub enum SyncError {
     Config(#[from] ConfigError),
     #[error("{0}")]
     Unauthenticated(String),
+    /// The service sent a request elsewhere (a redirect to another origin):
+    /// every request would, so the run stops; `upstream.base_url` must change.
+    #[error("{0}")]
+    Misdirected(String),
+    /// The process was told to stop (a signal): what was received is
+    /// committed, and the next run resumes from there.
+    #[error("stopped by a signal; what was received is committed and the next run resumes from there")]
+    Interrupted,
     #[error("{message}")]
     QuotaExhausted { message: String },
     #[error(transparent)]
@@ -69,7 +77,7 @@ impl SyncError {
     /// The process exit code for this error (operator contract).
     pub fn exit_code(&self) -> u8 {
         match self {
-            SyncError::Config(_) | SyncError::Unauthenticated(_) => 2,
+            SyncError::Config(_) | SyncError::Unauthenticated(_) | SyncError::Misdirected(_) => 2,
             SyncError::Lake(e) if matches!(**e, crate::lake::LakeError::Location { .. }) => 2,
             SyncError::QuotaExhausted { .. } => 75,
             _ => 1,
@@ -176,12 +184,15 @@ impl Syncer {
                     let status = match &e {
                         SyncError::QuotaExhausted { .. } => RunStatus::QuotaExhausted,
                         SyncError::BudgetSpent { .. } => RunStatus::Partial,
+                        SyncError::Interrupted => RunStatus::Interrupted,
                         _ => RunStatus::Failed,
                     };
                     let stop = matches!(
                         e,
                         SyncError::QuotaExhausted { .. }
                             | SyncError::Unauthenticated(_)
+                            | SyncError::Misdirected(_)
+                            | SyncError::Interrupted
                             | SyncError::BudgetSpent { .. }
                     );
                     let message = e.to_string();
@@ -217,6 +228,10 @@ impl Syncer {
                         deferred = ?report.deferred
                     );
                     break;
+                }
+                Some((true, SyncError::Interrupted)) => {
+                    report.deferred = pipelines[index + 1..].iter().map(|p| p.name.clone()).collect();
+                    return (report, Err(SyncError::Interrupted));
                 }
                 Some((true, e)) => return (report, Err(e)),
                 Some((false, e)) => failed.push(format!("{} ({e})", pipeline.name)),
@@ -443,6 +458,8 @@ fn found<T>(
 fn upstream_error(e: UpstreamError) -> SyncError {
     match e {
         UpstreamError::Unauthenticated { .. } => SyncError::Unauthenticated(e.to_string()),
+        UpstreamError::Redirected { .. } => SyncError::Misdirected(e.to_string()),
+        UpstreamError::Stopped => SyncError::Interrupted,
         UpstreamError::QuotaExhausted { .. } => SyncError::QuotaExhausted { message: e.to_string() },
         UpstreamError::BudgetSpent { limit } => SyncError::BudgetSpent { limit },
         other => SyncError::Other(other.to_string()),

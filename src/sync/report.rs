@@ -12,6 +12,8 @@ pub enum RunStatus {
     Partial,
     Failed,
     QuotaExhausted,
+    /// Stopped by a signal; what was received is committed.
+    Interrupted,
 }
 
 impl fmt::Display for RunStatus {
@@ -21,6 +23,7 @@ impl fmt::Display for RunStatus {
             RunStatus::Partial => "partial",
             RunStatus::Failed => "failed",
             RunStatus::QuotaExhausted => "quota_exhausted",
+            RunStatus::Interrupted => "interrupted",
         })
     }
 }

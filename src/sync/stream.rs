@@ -161,7 +161,7 @@ impl Syncer {
                         tracing::debug!(message = "Live stream reconnected.", %route);
                     }
                     let connected = Instant::now();
-                    let frames_before = report.frames;
+                    let after_before = cursor.after.clone();
                     let ended = self
                         .read_frames(
                             (pipeline, tape),
@@ -174,7 +174,9 @@ impl Syncer {
                             report,
                         )
                         .await?;
-                    let delivered = report.frames > frames_before;
+                    // Only frames that moved the cursor count: a server that
+                    // repeats a frame and closes must not be asked again at once.
+                    let delivered = cursor.after != after_before;
                     if delivered {
                         backoff = new_backoff();
                     }
@@ -206,6 +208,7 @@ impl Syncer {
                     tracing::warn!(message = "Cannot connect the stream; retrying.", error = %e);
                     backoff.next()
                 }
+                Err(UpstreamError::Stopped) => break,
                 Err(e) => return Err(upstream_error(e)),
             };
             if let Some(wait) = wait {
@@ -234,7 +237,9 @@ impl Syncer {
         progress: &mut Progress,
         report: &mut StreamReport,
     ) -> Result<Ended, SyncError> {
-        let mut events = response.bytes_stream().eventsource();
+        let max_frame =
+            usize::try_from(self.config.upstream.max_frame_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+        let mut events = frames_within(response.bytes_stream(), max_frame).eventsource();
         let mut buffered: Vec<String> = Vec::new();
         let mut ended: Option<Ended> = None;
         loop {
@@ -334,6 +339,60 @@ impl Syncer {
         }
         Ok(bad.map_or(Ok(()), Err))
     }
+}
+
+/// The stream's bytes, cut with an error once one frame (the bytes since the
+/// last blank line) passes `limit`: the SSE parser would hold a frame that
+/// never ends in memory whole.
+fn frames_within(
+    bytes: impl futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>>,
+    limit: usize,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> {
+    #[derive(Default)]
+    struct Scan {
+        frame: usize,
+        line: usize,
+        after_cr: bool,
+        failed: bool,
+    }
+    bytes.scan(Scan::default(), move |scan, chunk| {
+        let item = if scan.failed {
+            None
+        } else {
+            match chunk {
+                Err(e) => Some(Err(std::io::Error::other(e.to_string()))),
+                Ok(chunk) => {
+                    for &b in chunk.iter() {
+                        match b {
+                            b'\n' if scan.after_cr => scan.after_cr = false,
+                            b'\n' | b'\r' => {
+                                if scan.line == 0 {
+                                    scan.frame = 0;
+                                }
+                                scan.line = 0;
+                                scan.after_cr = b == b'\r';
+                            }
+                            _ => {
+                                scan.after_cr = false;
+                                scan.line += 1;
+                                scan.frame += 1;
+                            }
+                        }
+                    }
+                    if scan.frame > limit {
+                        scan.failed = true;
+                        Some(Err(std::io::Error::other(format!(
+                            "a stream frame passed {} MiB (upstream.max_frame_mb)",
+                            limit >> 20
+                        ))))
+                    } else {
+                        Some(Ok(chunk))
+                    }
+                }
+            }
+        };
+        std::future::ready(item)
+    })
 }
 
 /// Files one stream event: a frame's data, or how the connection ended.

@@ -207,6 +207,15 @@ impl Syncer {
                 cursor.before = backfill_continues(&page.head, horizon);
             }
             let more = !head && page.head.has_more;
+            if more
+                && page
+                    .head
+                    .latest_id
+                    .as_ref()
+                    .is_none_or(|id| Some(id) == cursor.after.as_ref())
+            {
+                return Err(stuck(&route, "latestId", cursor.after.as_deref()));
+            }
             cursor.after = page.head.latest_id.clone().or(cursor.after.take());
             cursor.changed_since = page.head.server_time.clone().or(cursor.changed_since.take());
             if !hand_on(mapping, tape, page.rows, &cursor, done).await {
@@ -226,6 +235,9 @@ impl Syncer {
                 return Ok(true);
             };
             cursor.before = backfill_continues(&page.head, horizon);
+            if cursor.before.as_ref() == Some(&from) {
+                return Err(stuck(&route, "nextCursor", Some(&from)));
+            }
             if !hand_on(mapping, tape, page.rows, &cursor, done).await {
                 return Ok(false);
             }
@@ -315,6 +327,16 @@ async fn send_mapped((rows, checkpoint): PendingPage, done: &FetchedTx) -> bool 
         None => Err(SyncError::Other("mapping a tape page: cancelled".into())),
     };
     send_fetched(done, fetched).await
+}
+
+/// A page that says more follows but names no further position: asking
+/// again would repeat it until the quota is gone. What was read before it
+/// is committed; the pipeline fails and the others go on.
+fn stuck(route: &str, field: &str, at: Option<&str>) -> SyncError {
+    SyncError::Other(format!(
+        "{route}: the service said more follows, but its {field} did not move (still {}); stopped rather than ask for the same page again",
+        at.unwrap_or("absent")
+    ))
 }
 
 /// The next `before`, unless this page reached the horizon or the start of the tape.

@@ -22,6 +22,8 @@ struct WindowRows {
     rows: Rows,
     total: Option<u64>,
     count: usize,
+    /// The body's hash: a page that repeats the one before it ignored the offset.
+    digest: u64,
 }
 
 impl Syncer {
@@ -60,6 +62,7 @@ impl Syncer {
                 attempt += 1;
                 let mut offset = 0u64;
                 let mut first_total = None;
+                let mut previous = None;
                 let settled = loop {
                     let route = format!("{}?{}", pipeline.route, (feed.query)(day, limit, offset));
                     let fetched = self
@@ -71,11 +74,23 @@ impl Syncer {
                                 rows,
                                 total: page.total,
                                 count: page.count,
+                                digest: {
+                                    use std::hash::{Hash, Hasher};
+                                    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                                    body.hash(&mut hasher);
+                                    hasher.finish()
+                                },
                             })
                         })
                         .await
                         .map_err(upstream_error)?;
                     let page = fetched.value;
+                    if page.count > 0 && previous.replace(page.digest) == Some(page.digest) {
+                        return Err(SyncError::Other(format!(
+                            "{route}: the service sent the same page for offsets {} and {offset}; stopped rather than page through it again",
+                            offset.saturating_sub(page.count as u64)
+                        )));
+                    }
                     first_total.get_or_insert(page.total);
                     offset += page.count as u64;
                     let done = page.count == 0 || page.total.is_none_or(|t| offset >= t);

@@ -23,6 +23,18 @@ use ratelimit::{Pacer, QuotaWindow, RateWindow};
 /// Pings come every 15 s; three missed mean the link is gone.
 const STREAM_READ_TIMEOUT_SECS: u64 = 45;
 
+/// How long a 401 waits for the key file to change (checked with backoff)
+/// before the key counts as refused: the kubelet refreshes a mounted Secret
+/// within about a minute of its change.
+const KEY_FILE_WAIT: Duration = Duration::from_secs(90);
+
+/// Redirects followed within the configured origin, at most.
+const MAX_REDIRECTS: usize = 5;
+
+/// What the logs, `_sync_requests` and `_sync_runs` keep of a message the
+/// service wrote, at most (characters).
+const MAX_SERVICE_TEXT: usize = 300;
+
 /// Why a request did not produce a usable response.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
@@ -52,6 +64,22 @@ pub enum UpstreamError {
     },
     #[error("the request budget of this run ({limit} requests, --max-requests) is spent")]
     BudgetSpent { limit: u64 },
+    #[error(
+        "{route}: the service answered HTTP {status} with a redirect to {location}; fdsync sends the API key only to upstream.base_url and follows no redirect to another origin: set upstream.base_url to the service's own address"
+    )]
+    Redirected {
+        route: String,
+        status: u16,
+        location: String,
+    },
+    #[error(
+        "{route}: the response passed {limit_mb} MiB once decoded (upstream.max_body_mb); it was not read further. Raise the limit if the service really sends pages that large"
+    )]
+    TooLarge { route: String, limit_mb: u64 },
+    /// The process was told to stop ([`Client::stop_sending`]): no request
+    /// is sent, and one in flight is abandoned.
+    #[error("stopping: no further request is sent")]
+    Stopped,
     #[error("{route}: {message}")]
     Transient {
         route: String,
@@ -133,10 +161,12 @@ struct Inner {
     stream_http: reqwest::Client,
     base: String,
     key: std::sync::RwLock<Option<ApiKey>>,
-    /// Where the key came from, when a file: re-read once on a 401, because a
-    /// rotated Kubernetes secret changes the file under a running process.
+    /// Where the key came from, when a file: read again whenever it changes
+    /// and on a 401, because a rotated Kubernetes Secret changes the file
+    /// under a running process.
     key_file: Option<std::path::PathBuf>,
-    key_reread: std::sync::atomic::AtomicBool,
+    /// The file's modification time and length when it was last read.
+    key_file_read: Mutex<Option<(std::time::SystemTime, u64)>>,
     use_credits: bool,
     /// Requests this client may still send (`u64::MAX`: no cap).
     budget: std::sync::atomic::AtomicU64,
@@ -145,11 +175,15 @@ struct Inner {
     pacer: Pacer,
     public_pacer: Pacer,
     max_attempts: usize,
+    /// The most a decoded body may hold (`upstream.max_body_mb`).
+    max_body_bytes: u64,
     log: Mutex<Vec<RequestRecord>>,
     quota: Mutex<QuotaSeen>,
     sent: std::sync::atomic::AtomicU64,
     /// `sent` when the quota was last handed to the ledger.
     ledger_sent: std::sync::atomic::AtomicU64,
+    /// Cancelled by [`Client::stop_sending`].
+    stopped: tokio_util::sync::CancellationToken,
 }
 
 impl Client {
@@ -157,6 +191,7 @@ impl Client {
     /// When the HTTP client cannot be built (TLS backend unavailable).
     pub fn new(config: &UpstreamConfig, key: Option<ApiKey>, clock: Clock) -> Result<Client, reqwest::Error> {
         let http = reqwest::Client::builder()
+            .redirect(same_origin_redirects())
             .timeout(Duration::from_secs(config.timeout_secs))
             .connect_timeout(Duration::from_secs(config.timeout_secs.min(10)))
             .pool_idle_timeout(Duration::from_secs(60))
@@ -164,6 +199,7 @@ impl Client {
             .user_agent(concat!("fdsync/", env!("CARGO_PKG_VERSION")))
             .build()?;
         let stream_http = reqwest::Client::builder()
+            .redirect(same_origin_redirects())
             .connect_timeout(Duration::from_secs(config.timeout_secs.min(10)))
             .read_timeout(Duration::from_secs(STREAM_READ_TIMEOUT_SECS))
             .user_agent(concat!("fdsync/", env!("CARGO_PKG_VERSION")))
@@ -176,7 +212,7 @@ impl Client {
                 base: config.base_url.trim_end_matches('/').to_owned(),
                 key: std::sync::RwLock::new(key),
                 key_file: config.api_key_file.clone(),
-                key_reread: Default::default(),
+                key_file_read: Mutex::new(None),
                 use_credits: config.use_credits,
                 budget: std::sync::atomic::AtomicU64::new(u64::MAX),
                 budget_limit: std::sync::atomic::AtomicU64::new(u64::MAX),
@@ -184,10 +220,12 @@ impl Client {
                 public_pacer: Pacer::new(clock.clone(), None),
                 clock,
                 max_attempts: config.max_attempts,
+                max_body_bytes: config.max_body_mb.saturating_mul(1 << 20),
                 log: Mutex::new(Vec::new()),
                 quota: Mutex::new(QuotaSeen::default()),
                 sent: Default::default(),
                 ledger_sent: Default::default(),
+                stopped: tokio_util::sync::CancellationToken::new(),
             }),
         })
     }
@@ -235,6 +273,18 @@ impl Client {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .map(ApiKey::fingerprint)
+    }
+
+    /// Sends no request from now on, and abandons those in flight (each
+    /// fails with [`UpstreamError::Stopped`]): what was received stays, and
+    /// the run ends as if its budget were spent. For a clean stop on a signal.
+    pub fn stop_sending(&self) {
+        self.inner.stopped.cancel();
+    }
+
+    /// Whether [`Client::stop_sending`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.inner.stopped.is_cancelled()
     }
 
     /// Caps the requests this client sends from now on (`--max-requests`).
@@ -301,23 +351,64 @@ impl Client {
         }
     }
 
-    /// After a 401: whether the key file now holds another valid key (then it is used).
-    fn reread_key(&self) -> bool {
+    /// Reads the key file again if it changed since it was last read;
+    /// whether it now holds another valid key (then it is used). A file that
+    /// does not hold a valid key leaves the current one in use.
+    fn refresh_key(&self) -> bool {
         let Some(file) = &self.inner.key_file else { return false };
-        if self.inner.key_reread.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        let Ok(meta) = std::fs::metadata(file) else {
+            return false;
+        };
+        let stamp = (meta.modified().unwrap_or(std::time::UNIX_EPOCH), meta.len());
+        {
+            let mut read = self.inner.key_file_read.lock().unwrap_or_else(|e| e.into_inner());
+            if *read == Some(stamp) {
+                return false;
+            }
+            *read = Some(stamp);
+        }
+        let fresh = match std::fs::read_to_string(file).map(|text| ApiKey::parse(text.trim(), "key file")) {
+            Ok(Ok(key)) => key,
+            Ok(Err(e)) => {
+                tracing::warn!(message = "The key file changed but holds no valid key; the current key stays in use.", file = %file.display(), error = %e);
+                return false;
+            }
+            Err(e) => {
+                tracing::warn!(message = "The key file changed but cannot be read; the current key stays in use.", file = %file.display(), error = %e);
+                return false;
+            }
+        };
+        let mut key = self.inner.key.write().unwrap_or_else(|e| e.into_inner());
+        if key.as_ref() == Some(&fresh) {
             return false;
         }
-        let fresh = std::fs::read_to_string(file)
-            .ok()
-            .and_then(|text| ApiKey::parse(text.trim(), "key file").ok());
-        let mut key = self.inner.key.write().unwrap_or_else(|e| e.into_inner());
-        match fresh {
-            Some(fresh) if key.as_ref() != Some(&fresh) => {
-                tracing::warn!(message = "The service refused the API key; the key file changed, retrying with the new key.", file = %file.display());
-                *key = Some(fresh);
-                true
+        tracing::info!(message = "The key file changed; using the new key.", file = %file.display());
+        *key = Some(fresh);
+        true
+    }
+
+    /// After a 401: waits, with backoff, up to [`KEY_FILE_WAIT`] for the key
+    /// file to hold another valid key; whether it did. Without a key file, at once false.
+    async fn await_new_key(&self) -> bool {
+        if self.inner.key_file.is_none() {
+            return false;
+        }
+        let clock = &self.inner.clock;
+        let deadline = clock.now() + chrono::Duration::from_std(KEY_FILE_WAIT).unwrap_or_default();
+        let mut delay = Duration::from_secs(1);
+        loop {
+            if self.refresh_key() {
+                return true;
             }
-            _ => false,
+            if clock.now() >= deadline {
+                return false;
+            }
+            tracing::info!(
+                message = "The service refused the API key; waiting for the key file to change.",
+                wait_s = delay.as_secs()
+            );
+            clock.sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(16));
         }
     }
 
@@ -333,11 +424,30 @@ impl Client {
         access: Access,
         parse: impl Fn(&Bytes) -> Result<T, String>,
     ) -> Result<Fetched<T>, UpstreamError> {
-        match self.get_with_retries(route, access, &parse).await {
-            Err(UpstreamError::Unauthenticated { .. }) if access == Access::Key && self.reread_key() => {
-                self.get_with_retries(route, access, &parse).await
+        let fetched = async {
+            loop {
+                match self.get_with_retries(route, access, &parse).await {
+                    Err(UpstreamError::Unauthenticated { .. })
+                        if access == Access::Key && self.await_new_key().await => {}
+                    other => return other,
+                }
             }
-            other => other,
+        };
+        self.unless_stopped(fetched).await
+    }
+
+    /// `request`, unless the client is told to stop first (also while it
+    /// waits for the pacer or a retry).
+    async fn unless_stopped<T>(
+        &self,
+        request: impl std::future::Future<Output = Result<T, UpstreamError>>,
+    ) -> Result<T, UpstreamError> {
+        if self.is_stopped() {
+            return Err(UpstreamError::Stopped);
+        }
+        tokio::select! {
+            result = request => result,
+            () = self.inner.stopped.cancelled() => Err(UpstreamError::Stopped),
         }
     }
 
@@ -382,7 +492,7 @@ impl Client {
             .answer(prepared.request, route, access, prepared.pacer, &mut prepared.record)
             .await
         {
-            Ok((response, now)) => match response.bytes().await {
+            Ok((response, now)) => match read_body(response, route, self.inner.max_body_bytes).await {
                 Ok(body) => match parse(&body) {
                     Ok(value) => Ok(Fetched {
                         value,
@@ -396,11 +506,7 @@ impl Client {
                         None,
                     )),
                 },
-                Err(e) => Err(transient(
-                    route,
-                    format!("response body cut short: {}", without_url(&e)),
-                    None,
-                )),
+                Err(e) => Err(e),
             },
             Err(e) => Err(e),
         };
@@ -415,10 +521,15 @@ impl Client {
     /// # Errors
     /// As [`get`](Self::get), without retries.
     pub async fn open_stream(&self, route: &str) -> Result<reqwest::Response, UpstreamError> {
-        match self.open_stream_once(route).await {
-            Err(UpstreamError::Unauthenticated { .. }) if self.reread_key() => self.open_stream_once(route).await,
-            other => other,
-        }
+        let opened = async {
+            loop {
+                match self.open_stream_once(route).await {
+                    Err(UpstreamError::Unauthenticated { .. }) if self.await_new_key().await => {}
+                    other => return other,
+                }
+            }
+        };
+        self.unless_stopped(opened).await
     }
 
     async fn open_stream_once(&self, route: &str) -> Result<reqwest::Response, UpstreamError> {
@@ -463,10 +574,17 @@ impl Client {
             return Err(exhausted);
         }
         let mut request = http.get(format!("{}{}", inner.base, route));
+        if access == Access::Key {
+            self.refresh_key();
+        }
         if access == Access::Key
             && let Some(key) = inner.key.read().unwrap_or_else(|e| e.into_inner()).as_ref()
         {
-            request = request.header("X-API-KEY", key.expose());
+            // Marked sensitive: kept out of reqwest's own debug output.
+            let mut value =
+                reqwest::header::HeaderValue::from_str(key.expose()).expect("a parsed key is a valid header value");
+            value.set_sensitive(true);
+            request = request.header("X-API-KEY", value);
         }
         inner.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Prepared {
@@ -528,7 +646,7 @@ impl Client {
         let status = response.status();
         let headers = response.headers().clone();
         let rate = RateWindow::from_headers(&headers);
-        let quota = QuotaWindow::from_headers(&headers);
+        let quota = QuotaWindow::from_headers(&headers).bounded(inner.clock.now());
         pacer.observe(Some(&rate));
         record.status = status.as_u16();
         record.rate_remaining = rate.remaining;
@@ -547,20 +665,27 @@ impl Client {
         if status.is_success() {
             return Ok((response, now));
         }
-        let body = match response.bytes().await {
-            Ok(b) => b,
-            Err(e) => {
-                return Err(transient(
-                    route,
-                    format!("response body cut short: {}", without_url(&e)),
-                    None,
-                ));
-            }
+        if status.is_redirection() {
+            let location = headers
+                .get(reqwest::header::LOCATION)
+                .map_or_else(|| "(no Location)".to_owned(), |l| service_text(l.as_bytes()));
+            return Err(UpstreamError::Redirected {
+                route: route.to_owned(),
+                status: status.as_u16(),
+                location,
+            });
+        }
+        // An error body is small; one that is not is cut, not read whole.
+        let body = match read_body(response, route, ERROR_BODY_BYTES).await {
+            Ok(body) => body,
+            Err(UpstreamError::TooLarge { .. }) => Bytes::from_static(b"(an error body too large to read)"),
+            Err(e) => return Err(e),
         };
-        let error: ErrorBody = serde_json::from_slice(&body).unwrap_or_else(|_| ErrorBody {
-            error: String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
+        let mut error: ErrorBody = serde_json::from_slice(&body).unwrap_or_else(|_| ErrorBody {
+            error: service_text(&body),
             ..Default::default()
         });
+        error.error = service_text(error.error.as_bytes());
         let message = error.error.clone();
         match status {
             StatusCode::UNAUTHORIZED => Err(UpstreamError::Unauthenticated {
@@ -604,6 +729,70 @@ impl Client {
             }),
         }
     }
+}
+
+/// The most of an error body read: the wire contract's error object is a
+/// few fields.
+const ERROR_BODY_BYTES: u64 = 64 * 1024;
+
+/// Follows a redirect only within the origin the request was sent to: the
+/// key travels in a header reqwest would carry to another host. A redirect
+/// elsewhere comes back as the 3xx answer, which [`Client`] refuses.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if same_origin && attempt.previous().len() <= MAX_REDIRECTS {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
+}
+
+/// Reads a body as it arrives (decoded), failing once it passes `limit` bytes.
+async fn read_body(mut response: reqwest::Response, route: &str, limit: u64) -> Result<Bytes, UpstreamError> {
+    let too_large = || UpstreamError::TooLarge {
+        route: route.to_owned(),
+        limit_mb: limit >> 20,
+    };
+    let mut body = bytes::BytesMut::with_capacity(response.content_length().unwrap_or(0).min(limit) as usize);
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if (body.len() + chunk.len()) as u64 > limit {
+                    return Err(too_large());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body.freeze()),
+            Err(e) => {
+                return Err(transient(
+                    route,
+                    format!("response body cut short: {}", without_url(&e)),
+                    None,
+                ));
+            }
+        }
+    }
+}
+
+/// Text the service wrote, as the logs and the bookkeeping tables keep it:
+/// lossily UTF-8, without control characters, at most [`MAX_SERVICE_TEXT`]
+/// characters.
+fn service_text(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4 * MAX_SERVICE_TEXT)]);
+    let mut out: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_SERVICE_TEXT)
+        .collect();
+    if text.chars().count() > MAX_SERVICE_TEXT {
+        out.push('…');
+    }
+    out
 }
 
 /// A request ready to send, with what its log row needs.

@@ -48,7 +48,7 @@ impl RateWindow {
         let mut window = RateWindow {
             limit: number(header(headers, "ratelimit-limit")),
             remaining: number(header(headers, "ratelimit-remaining")),
-            reset_secs: number::<f64>(header(headers, "ratelimit-reset")).filter(|s| s.is_finite() && *s >= 0.0),
+            reset_secs: number::<f64>(header(headers, "ratelimit-reset")).and_then(window_reset),
         };
         // The structured form, when present, fills what the trio left out.
         if let Some(policy) = header(headers, "ratelimit-policy")
@@ -63,11 +63,19 @@ impl RateWindow {
             if window.reset_secs.is_none() {
                 window.reset_secs = structured_param(state, "t")
                     .and_then(|t| t.parse::<f64>().ok())
-                    .filter(|t| t.is_finite() && *t >= 0.0);
+                    .and_then(window_reset);
             }
         }
         window
     }
+}
+
+/// A per-minute window ends within a minute: a reset further away is a
+/// broken header, taken at one minute rather than obeyed.
+const LONGEST_WINDOW_RESET_SECS: f64 = 60.0;
+
+fn window_reset(secs: f64) -> Option<f64> {
+    (secs.is_finite() && secs >= 0.0).then(|| secs.min(LONGEST_WINDOW_RESET_SECS))
 }
 
 /// The value of `param` in the first item of a structured-field list such as
@@ -86,18 +94,33 @@ fn structured_param<'a>(field: &'a str, param: &str) -> Option<&'a str> {
 }
 
 impl QuotaWindow {
+    /// The window with its reset no later than a month after `now`: a
+    /// monthly quota's, the longest there is; a date past that is a broken
+    /// header, and nothing may wait for it.
+    pub fn bounded(mut self, now: DateTime<Utc>) -> QuotaWindow {
+        let latest = now + chrono::Duration::seconds(LONGEST_RETRY_AFTER_SECS as i64);
+        self.reset_at = self.reset_at.map(|at| at.min(latest));
+        self
+    }
+
     pub fn from_headers(headers: &HeaderMap) -> QuotaWindow {
         QuotaWindow {
             limit: number(header(headers, "x-quota-limit")),
             remaining: number(header(headers, "x-quota-remaining")),
-            window: header(headers, "x-quota-window").map(str::to_owned),
+            window: header(headers, "x-quota-window").map(|w| bounded_text(w, 40)),
             reset_at: header(headers, "x-quota-reset")
                 .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
                 .map(|d| d.to_utc()),
-            billing_source: header(headers, "x-billing-source").map(str::to_owned),
+            billing_source: header(headers, "x-billing-source").map(|b| bounded_text(b, 40)),
             credits_remaining_usd: number::<f64>(header(headers, "x-credits-remaining-usd")).filter(|c| c.is_finite()),
         }
     }
+}
+
+/// At most `chars` characters of a header's text: what the ledger and the
+/// logs keep of it.
+fn bounded_text(value: &str, chars: usize) -> String {
+    value.chars().take(chars).collect()
 }
 
 /// How long `Retry-After` asks to wait: delta-seconds or an HTTP-date. Zero,
@@ -181,7 +204,8 @@ impl Pacer {
                 if let Some(end) = s.window_end
                     && now >= end
                 {
-                    s.remaining = Some(s.limit.unwrap_or(1).saturating_sub(s.in_flight));
+                    // At least one request per window, whatever limit was announced.
+                    s.remaining = Some(s.limit.unwrap_or(1).max(1).saturating_sub(s.in_flight));
                     s.window_end = None;
                     s.stale_before = Some(end + chrono::Duration::from_std(WINDOW_MARGIN).unwrap_or_default());
                 }
@@ -228,9 +252,11 @@ impl Pacer {
         if let Some(limit) = w.limit {
             s.limit = Some(limit);
         }
-        let end = w
-            .reset_secs
-            .map(|reset| now + chrono::Duration::milliseconds((reset * 1000.0) as i64));
+        // Bounded by `window_reset`; the cap again here keeps a window built by
+        // hand from overflowing the date arithmetic.
+        let end = w.reset_secs.map(|reset| {
+            now + chrono::Duration::milliseconds((reset.clamp(0.0, LONGEST_WINDOW_RESET_SECS) * 1000.0) as i64)
+        });
         if let (Some(end), Some(stale)) = (end, s.stale_before)
             && end < stale
         {

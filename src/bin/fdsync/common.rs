@@ -65,28 +65,47 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     Ok(())
 }
 
-/// Cancelled at the first SIGTERM or SIGINT.
+/// The number of the signal that asked the process to stop; 0 before one.
+static STOP_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The exit code of a command stopped by a signal: 128 plus its number, as
+/// shells report it (143 for SIGTERM, 130 for SIGINT), so a scheduler can
+/// tell it from success and from a failure.
+pub fn stopped_exit_code() -> u8 {
+    match STOP_SIGNAL.load(std::sync::atomic::Ordering::Relaxed) {
+        n @ 1..=64 => 128 + n as u8,
+        _ => 143,
+    }
+}
+
+/// Cancelled at the first SIGTERM or SIGINT; a second one exits at once.
 pub fn shutdown_on_signal() -> CancellationToken {
+    use tokio::signal::unix::{SignalKind, signal};
     let token = CancellationToken::new();
     let cancel = token.clone();
     tokio::spawn(async move {
-        let terminate = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut signal) => {
-                    signal.recv().await;
-                }
-                Err(e) => {
-                    tracing::warn!(message = "Cannot listen for SIGTERM; only SIGINT stops cleanly.", error = %e);
-                    std::future::pending::<()>().await;
-                }
+        let (mut terminate, mut interrupt) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(t), Ok(i)) => (t, i),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(message = "Cannot listen for SIGTERM and SIGINT; only a kill stops the process.", error = %e);
+                return;
             }
         };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            () = terminate => {}
-        }
-        tracing::info!(message = "Stopping: the commit in flight finishes, the page in flight is abandoned.");
+        let mut next = async || {
+            tokio::select! {
+                _ = terminate.recv() => 15,
+                _ = interrupt.recv() => 2,
+            }
+        };
+        let first = next().await;
+        STOP_SIGNAL.store(first, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(
+            message = "Stopping: no further request is sent; what was received commits. A second signal exits at once."
+        );
         cancel.cancel();
+        let second = next().await;
+        eprintln!("fdsync: a second signal: exiting at once (the last commit stands)");
+        std::process::exit(128 + second);
     });
     token
 }

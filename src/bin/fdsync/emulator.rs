@@ -47,6 +47,11 @@ pub struct EmulatorArgs {
     /// Inject faults into data routes, e.g. 5xx=0.1,reset=0.05,truncate=0.05,slow=0.1,slow_ms=200.
     #[arg(long, value_name = "SPEC", value_parser = emulator::Faults::parse)]
     faults: Option<emulator::Faults>,
+    /// Behave as a broken or compromised service would, on every data route:
+    /// redirect=URL, absurd_headers, stuck_cursors, huge_body, endless_frame
+    /// (comma-separated). For testing clients; see docs/emulator.md.
+    #[arg(long, value_name = "SPEC", value_parser = emulator::Hostile::parse)]
+    hostile: Option<emulator::Hostile>,
     /// Serve the admin interface (create, rotate and revoke keys; advance the
     /// simulated clock; set faults; counters) on this address. Not part of the
     /// public API: keep it on loopback. See docs/emulator.md.
@@ -79,6 +84,7 @@ pub async fn run(args: EmulatorArgs) -> Result<()> {
         },
         generated_companies: args.companies,
         faults: args.faults.unwrap_or_default(),
+        hostile: args.hostile.unwrap_or_default(),
         stream: emulator::StreamTiming {
             ping: std::time::Duration::from_secs_f64(args.stream_ping_secs.max(0.01)),
             close_after: std::time::Duration::from_secs_f64(args.stream_close_secs.max(0.01)),

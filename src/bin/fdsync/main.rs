@@ -23,7 +23,7 @@ use fdsync::sync::SyncError;
 #[command(name = "fdsync", version, about, long_about = None)]
 struct Cli {
     /// Configuration file (TOML). Every key can be overridden as FDSYNC_<SECTION>__<KEY>.
-    #[arg(long, global = true, default_value = "config/fdsync.toml")]
+    #[arg(long, global = true, env = "FDSYNC_CONFIG", default_value = "config/fdsync.toml")]
     config: PathBuf,
     /// Log line format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -177,7 +177,9 @@ fn main() -> ExitCode {
 /// The operator contract's exit code for an error: what the library says
 /// for its own, 2 for configuration, 1 for anything else.
 fn exit_code(e: &anyhow::Error) -> u8 {
-    if let Some(e) = e.downcast_ref::<SyncError>() {
+    if let Some(SyncError::Interrupted) = e.downcast_ref::<SyncError>() {
+        common::stopped_exit_code()
+    } else if let Some(e) = e.downcast_ref::<SyncError>() {
         e.exit_code()
     } else if e.downcast_ref::<ConfigError>().is_some() {
         2

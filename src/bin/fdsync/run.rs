@@ -18,17 +18,27 @@ pub async fn sync_once(config: Config, pipelines: Vec<String>, max_requests: Opt
         syncer.client.limit_requests(n);
     }
     let lake = open_lake(&syncer.config)?;
+    let shutdown = shutdown_on_signal();
+    let client = syncer.client.clone();
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        client.stop_sending();
+    });
     let (report, result) = syncer.run_once(&pipelines).await;
-    // Whatever the run committed is published, even when it stopped early.
+    // Whatever the run committed is published, even when it stopped early;
+    // not when a signal stopped it: the process must end, the next publish resumes.
     let published = match &lake {
-        Some(lake) => lake.publish(&syncer.sink).await.map(Some),
-        None => Ok(None),
+        Some(lake) if !syncer.client.is_stopped() => lake.publish(&syncer.sink).await.map(Some),
+        _ => Ok(None),
     };
     syncer.sink.close().await;
     let mut stdout = std::io::stdout();
     report.write_text(&mut stdout)?;
     if let Ok(Some(published)) = &published {
         print_published(&mut stdout, published)?;
+    }
+    if let Some(kib) = fdsync::metrics::peak_memory_kib() {
+        println!("peak memory: {:.1} MiB", kib as f64 / 1024.0);
     }
     Ok(result.and(published.map(|_| ()).map_err(SyncError::from))?)
 }
@@ -55,6 +65,8 @@ pub async fn daemon(
         pipelines,
         stream: config.daemon.stream && !no_stream,
         metrics_addr,
+        stale_after: (config.daemon.stale_after_secs > 0)
+            .then(|| std::time::Duration::from_secs(config.daemon.stale_after_secs)),
         lake,
     };
     Ok(daemon.run(shutdown_on_signal()).await?)

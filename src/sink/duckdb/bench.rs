@@ -54,7 +54,7 @@ impl DuckDbSink {
         self.rows(
             ("_sync_requests", "reading the request log"),
             "SELECT route FROM _sync_requests WHERE \"at\" >= ?::TIMESTAMPTZ ORDER BY \"at\"",
-            &since.to_rfc3339(),
+            &[&since.to_rfc3339()],
             |r| r.get(0),
         )
     }

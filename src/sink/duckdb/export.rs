@@ -52,7 +52,7 @@ impl DuckDbSink {
                     "SELECT \"partition\" FROM {REPLACED_LOG} WHERE table_name = ? AND {COMMIT_SEQ} > {after} \
                      UNION SELECT {part} FROM {name} WHERE {changed} ORDER BY 1"
                 ),
-                table.name,
+                &[table.name],
                 |r| r.get(0),
             )?;
             let filter = format!(

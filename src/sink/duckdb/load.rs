@@ -5,7 +5,7 @@ use arrow::record_batch::RecordBatch;
 
 use super::merge::{Merge, NewKeysOnly, create_stage, key_positions, keys_are_distinct, merge_statements, staging};
 use super::settings::{MIN_PROBE_ROWS, MIN_SLICE_ROWS};
-use super::{COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, sql_err, string_list};
+use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, json_list, sql_err};
 use crate::batch::batch_err;
 use crate::sink::SinkError;
 use crate::tables::{LoadRule, TableDef};
@@ -106,12 +106,11 @@ impl DuckDbSink {
             self.conn
                 .execute(
                     &format!(
-                        "DELETE FROM {target} t WHERE t.{part} IN ({}) \
+                        "DELETE FROM {target} t WHERE t.{part} IN (SELECT value FROM {BOUND_LIST}) \
                          AND NOT EXISTS (SELECT 1 FROM {stage} s WHERE {})",
-                        string_list(partitions),
                         on.join(" AND ")
                     ),
-                    [],
+                    [json_list(partitions)],
                 )
                 .map_err(sql_err(table.name, "removing rows the service no longer serves"))?;
             let mut log = self

@@ -106,11 +106,13 @@ fn attach_with_row_groups(path: &Path) -> Result<Connection, String> {
     Ok(conn)
 }
 
-/// A SQL list of string literals, for `IN (...)`: DuckDB binds no list
-/// parameter to `IN`, and keys come from the service, so each is escaped.
-pub fn string_list(values: &[String]) -> String {
-    let quoted: Vec<String> = values.iter().map(|v| sql_string(v)).collect();
-    quoted.join(", ")
+/// A subquery whose rows (`value`) are the strings of a bound JSON array
+/// parameter ([`json_list`]): values from the network never become SQL text.
+pub(super) const BOUND_LIST: &str = "(SELECT unnest(from_json(?::JSON, '[\"VARCHAR\"]')) AS value)";
+
+/// `values` as the JSON array [`BOUND_LIST`] binds.
+pub(super) fn json_list<S: serde::Serialize>(values: &[S]) -> String {
+    serde_json::to_string(values).expect("strings serialize")
 }
 
 /// `value` as a SQL string literal.
@@ -215,7 +217,7 @@ impl DuckDbSink {
         &self.conn
     }
 
-    /// The rows of `sql` with one text parameter, each read by `row`;
+    /// The rows of `sql` with its text parameters bound, each read by `row`;
     /// failures name `table` and `context`.
     ///
     /// # Errors
@@ -224,11 +226,13 @@ impl DuckDbSink {
         &self,
         (table, context): (&'static str, &'static str),
         sql: &str,
-        param: &str,
+        params: &[&str],
         row: impl FnMut(&duckdb::Row<'_>) -> duckdb::Result<T>,
     ) -> Result<C, SinkError> {
         let mut stmt = self.conn.prepare(sql).map_err(sql_err(table, context))?;
-        let rows = stmt.query_map([param], row).map_err(sql_err(table, context))?;
+        let rows = stmt
+            .query_map(duckdb::params_from_iter(params), row)
+            .map_err(sql_err(table, context))?;
         rows.collect::<Result<C, _>>().map_err(sql_err(table, context))
     }
 }

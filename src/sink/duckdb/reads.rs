@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::{DuckDbSink, ident, sql_err, string_list};
+use super::{BOUND_LIST, DuckDbSink, ident, json_list, sql_err};
 use crate::feeds::{self, Pending, Stored, StoredParts};
 use crate::sink::{SinkError, StoredCheckpoint};
 use crate::upstream::ratelimit::QuotaWindow;
@@ -38,16 +38,17 @@ impl DuckDbSink {
     pub fn quota_window(&self, key_id: &str) -> Result<Option<QuotaWindow>, SinkError> {
         let sql = "SELECT quota_window, quota_limit, quota_remaining, quota_reset_at, billing_source, \
                    credits_remaining_usd FROM _sync_quota WHERE key_id = ?";
-        let windows: Vec<QuotaWindow> = self.rows(("_sync_quota", "reading the quota ledger"), sql, key_id, |r| {
-            Ok(QuotaWindow {
-                window: r.get(0)?,
-                limit: r.get::<_, Option<i64>>(1)?.map(|n| n as u64),
-                remaining: r.get::<_, Option<i64>>(2)?.map(|n| n as u64),
-                reset_at: r.get(3)?,
-                billing_source: r.get(4)?,
-                credits_remaining_usd: r.get(5)?,
-            })
-        })?;
+        let windows: Vec<QuotaWindow> =
+            self.rows(("_sync_quota", "reading the quota ledger"), sql, &[key_id], |r| {
+                Ok(QuotaWindow {
+                    window: r.get(0)?,
+                    limit: r.get::<_, Option<i64>>(1)?.map(|n| n.max(0) as u64),
+                    remaining: r.get::<_, Option<i64>>(2)?.map(|n| n.max(0) as u64),
+                    reset_at: r.get(3)?,
+                    billing_source: r.get(4)?,
+                    credits_remaining_usd: r.get(5)?,
+                })
+            })?;
         Ok(windows.into_iter().next())
     }
 
@@ -71,7 +72,7 @@ impl DuckDbSink {
         let found: Vec<Option<NaiveDate>> = self.rows(
             (stored.table.name, "finding pending rows"),
             &sql,
-            &since.to_string(),
+            &[&since.to_string()],
             |r| r.get(0),
         )?;
         Ok(found.into_iter().flatten().next())
@@ -93,12 +94,14 @@ impl DuckDbSink {
         if anchors.is_empty() {
             return Ok(Vec::new());
         }
-        let values: Vec<String> = anchors
+        let pairs: Vec<[&str; 2]> = anchors
             .iter()
-            .map(|(company, id)| format!("({})", string_list(&[company.clone(), id.clone()])))
+            .map(|(company, id)| [company.as_str(), id.as_str()])
             .collect();
         let sql = format!(
-            "WITH cursors(company_key, id) AS (VALUES {values}),
+            "WITH cursors AS (
+                SELECT pair[1] AS company_key, pair[2] AS id
+                FROM (SELECT unnest(from_json(?::JSON, '[[\"VARCHAR\"]]')) AS pair)),
              pending AS (
                 SELECT {company} AS company_key, min({received}) AS received FROM {table}
                 WHERE {column} IS NULL AND {received} >= ?::TIMESTAMPTZ
@@ -113,7 +116,6 @@ impl DuckDbSink {
              LEFT JOIN {table} d ON d.{company} = a.company_key
                 AND d.{received} >= coalesce(a.received, '-infinity'::TIMESTAMPTZ)
              GROUP BY a.company_key",
-            values = values.join(", "),
             table = ident(stored.table.name),
             company = ident(stored.company),
             id = ident(stored.id),
@@ -123,7 +125,7 @@ impl DuckDbSink {
         self.rows(
             (stored.table.name, "sizing the index requests"),
             &sql,
-            &pending_since.to_rfc3339(),
+            &[&json_list(&pairs), &pending_since.to_rfc3339()],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
     }
@@ -149,7 +151,7 @@ impl DuckDbSink {
             "WITH wanted AS (
                 SELECT {company} AS company_key, {id} AS id,
                        unnest(CASE WHEN len({parts}) = 0 THEN ['']::VARCHAR[] ELSE {parts} END) AS part
-                FROM {parent} WHERE {company} IN ({companies}) AND {dated} >= ?::DATE)
+                FROM {parent} WHERE {company} IN (SELECT value FROM {BOUND_LIST}) AND {dated} >= ?::DATE)
              SELECT w.company_key, w.id, w.part FROM wanted w
              ANTI JOIN {texts} t ON t.{text_id} = w.id AND t.{text_part} = w.part
              ORDER BY w.id, w.part",
@@ -157,7 +159,6 @@ impl DuckDbSink {
             id = ident(parent.id),
             parts = ident(parts),
             parent = ident(parent.table.name),
-            companies = string_list(companies),
             dated = ident(parent.dated),
             texts = ident(texts.table.name),
             text_id = ident(texts.id),
@@ -166,7 +167,7 @@ impl DuckDbSink {
         self.rows(
             (texts.table.name, "listing missing texts"),
             &sql,
-            &since.to_string(),
+            &[&json_list(companies), &since.to_string()],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
     }
@@ -182,7 +183,7 @@ impl DuckDbSink {
             table = ident(texts.table.name),
             id = ident(texts.id),
         );
-        self.rows((texts.table.name, "listing stored parts"), &sql, id, |r| r.get(0))
+        self.rows((texts.table.name, "listing stored parts"), &sql, &[id], |r| r.get(0))
     }
 
     /// (company, document, part) of the parts stored for the companies'
@@ -203,20 +204,19 @@ impl DuckDbSink {
         let sql = format!(
             "SELECT p.{company}, p.{id}, p.{part} FROM {parts} p
              LEFT JOIN {documents} d ON d.{doc_id} = p.{id}
-             WHERE p.{company} IN ({companies}) AND (d.{dated} IS NULL OR d.{dated} >= ?::DATE)",
+             WHERE p.{company} IN (SELECT value FROM {BOUND_LIST}) AND (d.{dated} IS NULL OR d.{dated} >= ?::DATE)",
             company = ident(parts.company),
             id = ident(parts.id),
             part = ident(parts.part),
             parts = ident(parts.table.name),
             documents = ident(documents.table.name),
             doc_id = ident(documents.id),
-            companies = string_list(companies),
             dated = ident(documents.dated),
         );
         self.rows(
             (parts.table.name, "listing stored parts"),
             &sql,
-            &since.to_string(),
+            &[&json_list(companies), &since.to_string()],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
     }
