@@ -39,6 +39,32 @@ async fn a_refused_key_exits_2_and_is_never_printed() {
     assert!(!all.contains("S3CR3T"), "the key leaked: {all}");
 }
 
+/// `FDSYNC_CONFIG` names the config file when `--config` is not given (the
+/// image sets it, so `kubectl exec ... fdsync status` works).
+#[tokio::test]
+async fn fdsync_config_names_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("elsewhere.toml");
+    std::fs::write(
+        &config,
+        config_text("http://127.0.0.1:9", &dir.path().join("wh.duckdb"), &["MSFT"]),
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_fdsync"))
+        .args(["status", "--json"])
+        .current_dir(dir.path())
+        .env("FDSYNC_CONFIG", &config)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("pipelines"),
+        "{}",
+        text(&out)
+    );
+}
+
 #[tokio::test]
 async fn a_malformed_key_exits_2_before_any_request() {
     let emulator = emulator_with(&frozen_clock(), PlanLimits::build()).await;

@@ -29,6 +29,9 @@ pub(super) struct TapeCursor {
     pub(super) horizon: Option<DateTime<Utc>>,
 }
 
+/// The longest cursor taken from the service (the contract's are a few dozen bytes).
+const MAX_CURSOR_BYTES: usize = 1024;
+
 /// The checkpoint partition of a tape that its live stream moves.
 pub(super) const STREAM_PARTITION: &str = "stream";
 
@@ -261,6 +264,21 @@ impl Syncer {
             // every item there took a quarter of its time.
             .get(route, Access::Key, |body| Ok((read_head(body)?, body.clone())))
             .await;
+        if let Ok(f) = &fetched {
+            let head = &f.value.0;
+            for (field, value) in [
+                ("latestId", &head.latest_id),
+                ("nextCursor", &head.next_cursor),
+                ("serverTime", &head.server_time),
+            ] {
+                if let Some(v) = value.as_ref().filter(|v| v.len() > MAX_CURSOR_BYTES) {
+                    return Err(SyncError::Other(format!(
+                        "{route}: the service sent a {field} of {} bytes; a cursor goes into every later request, the checkpoint and the logs, so fdsync takes none longer than {MAX_CURSOR_BYTES}",
+                        v.len()
+                    )));
+                }
+            }
+        }
         match fetched {
             Ok(f) => {
                 let (head, body) = f.value;

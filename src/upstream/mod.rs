@@ -5,6 +5,8 @@
 //! whose body arrived whole and parsed: a truncated or malformed body is
 //! retried like a 5xx, so nothing downstream ever commits half a page.
 
+mod http;
+mod key_file;
 pub mod ratelimit;
 
 use std::sync::{Arc, Mutex};
@@ -18,6 +20,7 @@ use reqwest::StatusCode;
 use crate::clock::Clock;
 use crate::config::{ApiKey, UpstreamConfig};
 use crate::wire::ErrorBody;
+use http::{ERROR_BODY_BYTES, read_body, same_origin_redirects, service_text, transient, without_url};
 use ratelimit::{Pacer, QuotaWindow, RateWindow};
 
 /// Pings come every 15 s; three missed mean the link is gone.
@@ -351,67 +354,6 @@ impl Client {
         }
     }
 
-    /// Reads the key file again if it changed since it was last read;
-    /// whether it now holds another valid key (then it is used). A file that
-    /// does not hold a valid key leaves the current one in use.
-    fn refresh_key(&self) -> bool {
-        let Some(file) = &self.inner.key_file else { return false };
-        let Ok(meta) = std::fs::metadata(file) else {
-            return false;
-        };
-        let stamp = (meta.modified().unwrap_or(std::time::UNIX_EPOCH), meta.len());
-        {
-            let mut read = self.inner.key_file_read.lock().unwrap_or_else(|e| e.into_inner());
-            if *read == Some(stamp) {
-                return false;
-            }
-            *read = Some(stamp);
-        }
-        let fresh = match std::fs::read_to_string(file).map(|text| ApiKey::parse(text.trim(), "key file")) {
-            Ok(Ok(key)) => key,
-            Ok(Err(e)) => {
-                tracing::warn!(message = "The key file changed but holds no valid key; the current key stays in use.", file = %file.display(), error = %e);
-                return false;
-            }
-            Err(e) => {
-                tracing::warn!(message = "The key file changed but cannot be read; the current key stays in use.", file = %file.display(), error = %e);
-                return false;
-            }
-        };
-        let mut key = self.inner.key.write().unwrap_or_else(|e| e.into_inner());
-        if key.as_ref() == Some(&fresh) {
-            return false;
-        }
-        tracing::info!(message = "The key file changed; using the new key.", file = %file.display());
-        *key = Some(fresh);
-        true
-    }
-
-    /// After a 401: waits, with backoff, up to [`KEY_FILE_WAIT`] for the key
-    /// file to hold another valid key; whether it did. Without a key file, at once false.
-    async fn await_new_key(&self) -> bool {
-        if self.inner.key_file.is_none() {
-            return false;
-        }
-        let clock = &self.inner.clock;
-        let deadline = clock.now() + chrono::Duration::from_std(KEY_FILE_WAIT).unwrap_or_default();
-        let mut delay = Duration::from_secs(1);
-        loop {
-            if self.refresh_key() {
-                return true;
-            }
-            if clock.now() >= deadline {
-                return false;
-            }
-            tracing::info!(
-                message = "The service refused the API key; waiting for the key file to change.",
-                wait_s = delay.as_secs()
-            );
-            clock.sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(16));
-        }
-    }
-
     /// GETs `route` (a path under the base URL, query included) and parses the body
     /// with `parse`, retrying transient failures, including bodies that do not parse.
     ///
@@ -731,107 +673,12 @@ impl Client {
     }
 }
 
-/// The most of an error body read: the wire contract's error object is a
-/// few fields.
-const ERROR_BODY_BYTES: u64 = 64 * 1024;
-
-/// Follows a redirect only within the origin the request was sent to: the
-/// key travels in a header reqwest would carry to another host. A redirect
-/// elsewhere comes back as the 3xx answer, which [`Client`] refuses.
-fn same_origin_redirects() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let same_origin = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| first.origin() == attempt.url().origin());
-        if same_origin && attempt.previous().len() <= MAX_REDIRECTS {
-            attempt.follow()
-        } else {
-            attempt.stop()
-        }
-    })
-}
-
-/// Reads a body as it arrives (decoded), failing once it passes `limit` bytes.
-async fn read_body(mut response: reqwest::Response, route: &str, limit: u64) -> Result<Bytes, UpstreamError> {
-    let too_large = || UpstreamError::TooLarge {
-        route: route.to_owned(),
-        limit_mb: limit >> 20,
-    };
-    let mut body = bytes::BytesMut::with_capacity(response.content_length().unwrap_or(0).min(limit) as usize);
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) => {
-                if (body.len() + chunk.len()) as u64 > limit {
-                    return Err(too_large());
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(None) => return Ok(body.freeze()),
-            Err(e) => {
-                return Err(transient(
-                    route,
-                    format!("response body cut short: {}", without_url(&e)),
-                    None,
-                ));
-            }
-        }
-    }
-}
-
-/// Text the service wrote, as the logs and the bookkeeping tables keep it:
-/// lossily UTF-8, without control characters, at most [`MAX_SERVICE_TEXT`]
-/// characters.
-fn service_text(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4 * MAX_SERVICE_TEXT)]);
-    let mut out: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(MAX_SERVICE_TEXT)
-        .collect();
-    if text.chars().count() > MAX_SERVICE_TEXT {
-        out.push('…');
-    }
-    out
-}
-
 /// A request ready to send, with what its log row needs.
 struct Prepared<'a> {
     request: reqwest::RequestBuilder,
     pacer: &'a Pacer,
     started: Instant,
     record: RequestRecord,
-}
-
-fn transient(route: &str, message: String, retry_after: Option<Duration>) -> UpstreamError {
-    UpstreamError::Transient {
-        route: route.to_owned(),
-        message,
-        retry_after,
-    }
-}
-
-fn without_url(e: &reqwest::Error) -> String {
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "could not connect"
-    } else if e.is_body() || e.is_decode() {
-        "body error"
-    } else {
-        "transport error"
-    };
-    let mut source = std::error::Error::source(e);
-    let mut detail = String::new();
-    while let Some(s) = source {
-        detail = s.to_string();
-        source = s.source();
-    }
-    if detail.is_empty() {
-        kind.to_owned()
-    } else {
-        format!("{kind}: {detail}")
-    }
 }
 
 pub use crate::wire::encode;
