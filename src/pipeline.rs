@@ -5,7 +5,7 @@
 //! the file and the key at fault.
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
+use chrono::{DateTime, Utc};
 
 use serde::Deserialize;
 
@@ -49,7 +49,7 @@ pub struct Pipeline {
     pub feed: &'static Feed,
     pub route: String,
     pub schedule_text: String,
-    pub schedule: cron::Schedule,
+    pub schedule: Schedule,
     pub priority: u32,
     pub enabled: bool,
     pub params: Params,
@@ -200,74 +200,100 @@ pub fn load_dir(dir: &Path, enabled: Option<&[String]>) -> Result<Vec<Pipeline>,
     Ok(pipelines)
 }
 
-/// Parses a standard 5-field cron expression (as crontab and Kubernetes write
-/// them) into the `cron` crate's 6-field form: a seconds field is added, and
-/// numeric days of the week (0 or 7 = Sunday) become names, because the crate
-/// numbers them from Sunday = 1.
-pub fn parse_schedule(expr: &str) -> Result<cron::Schedule, String> {
-    let fields: Vec<&str> = expr.split_whitespace().collect();
-    if fields.len() != 5 {
-        return Err(format!(
-            "expected 5 fields (minute hour day-of-month month day-of-week), found {}",
-            fields.len()
-        ));
+/// When a pipeline fires: a crontab schedule, in UTC.
+#[derive(Debug, Clone)]
+pub struct Schedule(croner::Cron);
+
+impl Schedule {
+    /// The first firing strictly after `t`; `None` if it never fires again.
+    pub fn next_after(&self, t: &DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.0.find_next_occurrence(t, false).ok()
     }
-    let dow = normalise_dow(fields[4])?;
-    let six = format!("0 {} {} {} {} {}", fields[0], fields[1], fields[2], fields[3], dow);
-    cron::Schedule::from_str(&six).map_err(|e| e.to_string())
 }
 
-const DAY_NAMES: [&str; 8] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"];
-
-fn normalise_dow(field: &str) -> Result<String, String> {
-    let day = |s: &str| -> Result<String, String> {
-        match s.parse::<usize>() {
-            Ok(n) if n <= 7 => Ok(DAY_NAMES[n].to_owned()),
-            Ok(n) => Err(format!("day of week {n} is out of range 0-7")),
-            Err(_) => Ok(s.to_ascii_uppercase()),
-        }
-    };
-    let mut parts = Vec::new();
-    for part in field.split(',') {
-        let (range, step) = match part.split_once('/') {
-            Some((r, s)) => (r, Some(s)),
-            None => (part, None),
-        };
-        let step = step.map(|s| format!("/{s}")).unwrap_or_default();
-        match range.split_once('-') {
-            _ if range == "*" || range == "?" => parts.push(format!("{range}{step}")),
-            Some((a, b)) => {
-                let (a, b_name) = (day(a)?, day(b)?);
-                // 7 closes a range on Sunday, which the crate cannot reach from Monday upwards.
-                if b.trim() == "7" && a != "SUN" {
-                    parts.push(format!("{a}-SAT{step}"));
-                    parts.push("SUN".into());
-                } else {
-                    parts.push(format!("{a}-{b_name}{step}"));
-                }
-            }
-            None => parts.push(format!("{}{step}", day(range)?)),
-        }
+/// Parses a crontab schedule as crontab(5) reads one: five fields (minute
+/// hour day-of-month month day-of-week, names allowed, 0 or 7 for Sunday),
+/// day-of-month and day-of-week combined with OR when both are restricted,
+/// or a nickname (`@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`).
+/// A seconds or years field is refused.
+pub fn parse_schedule(expr: &str) -> Result<Schedule, String> {
+    let fields = expr.split_whitespace().count();
+    if !expr.trim_start().starts_with('@') && fields != 5 {
+        return Err(format!(
+            "expected 5 fields (minute hour day-of-month month day-of-week) or a nickname such as @daily, found {fields} fields"
+        ));
     }
-    Ok(parts.join(","))
+    croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Disallowed)
+        .year(croner::parser::Year::Disallowed)
+        .build()
+        .parse(expr)
+        .map(Schedule)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::{Datelike, TimeZone, Utc, Weekday};
+    use chrono::{Datelike, TimeZone, Weekday};
 
     #[test]
     fn weekday_schedules_mean_what_crontab_means() {
         let s = parse_schedule("30 22 * * 1-5").unwrap();
         let from = Utc.with_ymd_and_hms(2026, 11, 27, 23, 0, 0).unwrap(); // a Friday night
-        let next = s.after(&from).next().unwrap();
+        let next = s.next_after(&from).unwrap();
         assert_eq!(next.weekday(), Weekday::Mon);
-        let sunday = parse_schedule("0 6 * * 0").unwrap().after(&from).next().unwrap();
+        let sunday = parse_schedule("0 6 * * 0").unwrap().next_after(&from).unwrap();
         assert_eq!(sunday.weekday(), Weekday::Sun);
         let weekend = parse_schedule("0 6 * * 6-7").unwrap();
-        let days: Vec<Weekday> = weekend.after(&from).take(2).map(|d| d.weekday()).collect();
-        assert_eq!(days, [Weekday::Sat, Weekday::Sun]);
+        let first = weekend.next_after(&from).unwrap();
+        let second = weekend.next_after(&first).unwrap();
+        assert_eq!([first.weekday(), second.weekday()], [Weekday::Sat, Weekday::Sun]);
+    }
+
+    /// The examples of crontab(5) and of Kubernetes' CronJob documentation,
+    /// each with the firings crontab gives.
+    #[test]
+    fn schedules_fire_as_crontab_fires_them() {
+        let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        let firings = |expr: &str, from: &str, n: usize| {
+            let schedule = parse_schedule(expr).unwrap_or_else(|e| panic!("{expr}: {e}"));
+            let mut t = at(from);
+            (0..n)
+                .map(|_| {
+                    t = schedule.next_after(&t).unwrap();
+                    t.format("%Y-%m-%d %a %H:%M").to_string()
+                })
+                .collect::<Vec<_>>()
+        };
+        // crontab(5): "run at 4:30 am on the 1st and 15th of each month, plus every Friday".
+        assert_eq!(
+            firings("30 4 1,15 * 5", "2026-11-26T00:00:00Z", 4),
+            ["2026-11-27 Fri 04:30", "2026-12-01 Tue 04:30", "2026-12-04 Fri 04:30", "2026-12-11 Fri 04:30"]
+        );
+        // crontab(5): "run five minutes after midnight, every day".
+        assert_eq!(firings("5 0 * * *", "2026-11-26T12:00:00Z", 2), ["2026-11-27 Fri 00:05", "2026-11-28 Sat 00:05"]);
+        // crontab(5): "run at 2:15pm on the first of every month".
+        assert_eq!(firings("15 14 1 * *", "2026-11-26T00:00:00Z", 2), ["2026-12-01 Tue 14:15", "2027-01-01 Fri 14:15"]);
+        // crontab(5): "run at 10 pm on weekdays".
+        assert_eq!(
+            firings("0 22 * * 1-5", "2026-11-27T23:00:00Z", 2),
+            ["2026-11-30 Mon 22:00", "2026-12-01 Tue 22:00"]
+        );
+        // crontab(5): "23 minutes after midn, 2am, 4am ..., everyday".
+        assert_eq!(firings("23 0-23/2 * * *", "2026-11-26T01:00:00Z", 2), ["2026-11-26 Thu 02:23", "2026-11-26 Thu 04:23"]);
+        // crontab(5): "run at 5 after 4 every sunday", with a name.
+        assert_eq!(firings("5 4 * * sun", "2026-11-26T00:00:00Z", 1), ["2026-11-29 Sun 04:05"]);
+        // Month and day names, and 7 for Sunday.
+        assert_eq!(firings("0 9 * jan mon-fri", "2026-11-26T00:00:00Z", 1), ["2027-01-01 Fri 09:00"]);
+        assert_eq!(firings("0 6 * * 7", "2026-11-26T00:00:00Z", 1), ["2026-11-29 Sun 06:00"]);
+        // Nicknames.
+        assert_eq!(firings("@hourly", "2026-11-26T10:30:00Z", 1), ["2026-11-26 Thu 11:00"]);
+        assert_eq!(firings("@daily", "2026-11-26T10:30:00Z", 1), ["2026-11-27 Fri 00:00"]);
+        assert_eq!(firings("@weekly", "2026-11-26T10:30:00Z", 1), ["2026-11-29 Sun 00:00"]);
+        assert_eq!(firings("@monthly", "2026-11-26T10:30:00Z", 1), ["2026-12-01 Tue 00:00"]);
+        // Kubernetes' own example.
+        assert_eq!(firings("*/15 * * * *", "2026-11-26T10:31:00Z", 2), ["2026-11-26 Thu 10:45", "2026-11-26 Thu 11:00"]);
     }
 
     fn load(text: &str) -> Result<Pipeline, String> {

@@ -75,7 +75,7 @@ pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<S
             pipeline: p.name.clone(),
             schedule: p.schedule_text.clone(),
             next_run_at: if last_run.is_some() {
-                p.schedule.after(&since).next()
+                p.schedule.next_after(&since)
             } else {
                 Some(now)
             },
