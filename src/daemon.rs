@@ -190,7 +190,11 @@ async fn schedule(
 /// When a pipeline runs next: the schedule's first firing after its last
 /// start (in the past when firings were missed: then at once, and only
 /// once), or now if it never ran. `None` when the schedule never fires again.
-fn due_at(schedule: &crate::pipeline::Schedule, last_started: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+fn due_at(
+    schedule: &crate::pipeline::Schedule,
+    last_started: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
     match last_started {
         Some(last) => schedule.next_after(&last),
         None => Some(now),

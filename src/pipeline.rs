@@ -4,8 +4,8 @@
 //! into [`RawPipeline`] and validated into a [`Pipeline`], with errors naming
 //! the file and the key at fault.
 
-use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -269,31 +269,57 @@ mod tests {
         // crontab(5): "run at 4:30 am on the 1st and 15th of each month, plus every Friday".
         assert_eq!(
             firings("30 4 1,15 * 5", "2026-11-26T00:00:00Z", 4),
-            ["2026-11-27 Fri 04:30", "2026-12-01 Tue 04:30", "2026-12-04 Fri 04:30", "2026-12-11 Fri 04:30"]
+            [
+                "2026-11-27 Fri 04:30",
+                "2026-12-01 Tue 04:30",
+                "2026-12-04 Fri 04:30",
+                "2026-12-11 Fri 04:30"
+            ]
         );
         // crontab(5): "run five minutes after midnight, every day".
-        assert_eq!(firings("5 0 * * *", "2026-11-26T12:00:00Z", 2), ["2026-11-27 Fri 00:05", "2026-11-28 Sat 00:05"]);
+        assert_eq!(
+            firings("5 0 * * *", "2026-11-26T12:00:00Z", 2),
+            ["2026-11-27 Fri 00:05", "2026-11-28 Sat 00:05"]
+        );
         // crontab(5): "run at 2:15pm on the first of every month".
-        assert_eq!(firings("15 14 1 * *", "2026-11-26T00:00:00Z", 2), ["2026-12-01 Tue 14:15", "2027-01-01 Fri 14:15"]);
+        assert_eq!(
+            firings("15 14 1 * *", "2026-11-26T00:00:00Z", 2),
+            ["2026-12-01 Tue 14:15", "2027-01-01 Fri 14:15"]
+        );
         // crontab(5): "run at 10 pm on weekdays".
         assert_eq!(
             firings("0 22 * * 1-5", "2026-11-27T23:00:00Z", 2),
             ["2026-11-30 Mon 22:00", "2026-12-01 Tue 22:00"]
         );
         // crontab(5): "23 minutes after midn, 2am, 4am ..., everyday".
-        assert_eq!(firings("23 0-23/2 * * *", "2026-11-26T01:00:00Z", 2), ["2026-11-26 Thu 02:23", "2026-11-26 Thu 04:23"]);
+        assert_eq!(
+            firings("23 0-23/2 * * *", "2026-11-26T01:00:00Z", 2),
+            ["2026-11-26 Thu 02:23", "2026-11-26 Thu 04:23"]
+        );
         // crontab(5): "run at 5 after 4 every sunday", with a name.
-        assert_eq!(firings("5 4 * * sun", "2026-11-26T00:00:00Z", 1), ["2026-11-29 Sun 04:05"]);
+        assert_eq!(
+            firings("5 4 * * sun", "2026-11-26T00:00:00Z", 1),
+            ["2026-11-29 Sun 04:05"]
+        );
         // Month and day names, and 7 for Sunday.
-        assert_eq!(firings("0 9 * jan mon-fri", "2026-11-26T00:00:00Z", 1), ["2027-01-01 Fri 09:00"]);
-        assert_eq!(firings("0 6 * * 7", "2026-11-26T00:00:00Z", 1), ["2026-11-29 Sun 06:00"]);
+        assert_eq!(
+            firings("0 9 * jan mon-fri", "2026-11-26T00:00:00Z", 1),
+            ["2027-01-01 Fri 09:00"]
+        );
+        assert_eq!(
+            firings("0 6 * * 7", "2026-11-26T00:00:00Z", 1),
+            ["2026-11-29 Sun 06:00"]
+        );
         // Nicknames.
         assert_eq!(firings("@hourly", "2026-11-26T10:30:00Z", 1), ["2026-11-26 Thu 11:00"]);
         assert_eq!(firings("@daily", "2026-11-26T10:30:00Z", 1), ["2026-11-27 Fri 00:00"]);
         assert_eq!(firings("@weekly", "2026-11-26T10:30:00Z", 1), ["2026-11-29 Sun 00:00"]);
         assert_eq!(firings("@monthly", "2026-11-26T10:30:00Z", 1), ["2026-12-01 Tue 00:00"]);
         // Kubernetes' own example.
-        assert_eq!(firings("*/15 * * * *", "2026-11-26T10:31:00Z", 2), ["2026-11-26 Thu 10:45", "2026-11-26 Thu 11:00"]);
+        assert_eq!(
+            firings("*/15 * * * *", "2026-11-26T10:31:00Z", 2),
+            ["2026-11-26 Thu 10:45", "2026-11-26 Thu 11:00"]
+        );
     }
 
     fn load(text: &str) -> Result<Pipeline, String> {

@@ -31,6 +31,7 @@ pub struct CoverageMarketRaw<'a> {
 pub struct CoverageDataType {
     #[serde(rename = "type")]
     pub data_type: String,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]
     pub history_from: Option<NaiveDate>,
     pub completeness_pct: Option<f64>,
     pub periods: Option<i64>,

@@ -26,6 +26,7 @@ pub struct DividendsPage<'a> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DividendEvent {
+    #[serde(deserialize_with = "crate::wire::tolerant::date")]
     pub ex_date: NaiveDate,
     #[serde(rename = "type")]
     pub kind: String,
@@ -42,6 +43,7 @@ pub struct DividendEvent {
 pub struct DividendSummary {
     pub count: i64,
     pub latest_amount: Option<f64>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]
     pub latest_ex_date: Option<NaiveDate>,
     pub ttm_total: Option<f64>,
     pub last_price: Option<f64>,
@@ -58,6 +60,7 @@ pub struct DividendSummary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct YieldPoint {
+    #[serde(deserialize_with = "crate::wire::tolerant::date")]
     pub date: NaiveDate,
     pub trailing_yield_pct: f64,
 }

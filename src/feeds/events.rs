@@ -35,7 +35,9 @@ pub struct EventEntry {
     pub family: Option<String>,
     #[serde(default)]
     pub items: Vec<String>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]
     pub filing_date: Option<NaiveDate>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_timestamp")]
     pub accepted_at: Option<DateTime<Utc>>,
     pub headline: Option<String>,
     pub cik: Option<String>,

@@ -22,7 +22,9 @@ pub struct FilingNotesPage<'a> {
 pub struct FilingNote {
     pub accession: String,
     pub form: Option<String>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]
     pub filed_at: Option<NaiveDate>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]
     pub period_end: Option<NaiveDate>,
     #[serde(default)]
     pub sections: Vec<SectionRef>,

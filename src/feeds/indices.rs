@@ -26,8 +26,10 @@ pub struct IndexEntry {
     pub index_family: Option<String>,
     pub issuer: Option<String>,
     pub expense_ratio: Option<f64>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]
     pub inception_date: Option<NaiveDate>,
     pub last_price: Option<f64>,
+    #[serde(deserialize_with = "crate::wire::tolerant::date")]
     pub last_price_date: NaiveDate,
     pub return_1d: Option<f64>,
     pub return_1w: Option<f64>,

@@ -42,8 +42,10 @@ pub struct SeriesPage<'a> {
 /// One history point: the value of `period` as published on `vintage`.
 #[derive(Debug, Deserialize)]
 pub struct MacroPoint {
+    #[serde(deserialize_with = "crate::wire::tolerant::date")]
     pub period: NaiveDate,
     pub value: f64,
+    #[serde(deserialize_with = "crate::wire::tolerant::date")]
     pub vintage: NaiveDate,
 }
 

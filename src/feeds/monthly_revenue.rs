@@ -28,6 +28,7 @@ pub struct RevenueMonth {
     pub revenue: Option<f64>,
     pub yoy_pct: Option<f64>,
     pub mom_pct: Option<f64>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]
     pub filed_at: Option<NaiveDate>,
 }
 

@@ -32,8 +32,11 @@ pub struct NewsItem {
     /// Set on an item sent again because its headline was rewritten (`changedSince`).
     #[serde(default)]
     pub rewritten: bool,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_timestamp")]
     pub published_at: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_timestamp")]
     pub first_seen_at: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_timestamp")]
     pub updated_at: Option<DateTime<Utc>>,
     pub headline: Option<String>,
     pub snippet: Option<String>,
@@ -61,6 +64,7 @@ pub struct NewsItem {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NewsItemSeen {
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_timestamp")]
     pub first_seen_at: Option<DateTime<Utc>>,
 }
 

@@ -23,6 +23,7 @@ pub struct RegulationPage<'a> {
 pub struct ExecutiveAction {
     pub document_id: String,
     pub title: Option<String>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]
     pub published_at: Option<NaiveDate>,
     #[serde(default)]
     pub links: Vec<RegulationLink>,
