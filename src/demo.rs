@@ -10,6 +10,7 @@ use arrow::record_batch::RecordBatch;
 use crate::clock::Clock;
 use crate::config::{ApiKey, Config};
 use crate::emulator::{self, EmulatorConfig};
+use crate::feeds::Fetch;
 use crate::pipeline;
 use crate::sink::{SinkError, SinkHandle, SinkOptions};
 use crate::sync::{SyncError, Syncer};
@@ -245,15 +246,16 @@ pub async fn run(config: Config, warehouse: &Path, out: &mut (impl Write + Send)
     Ok(())
 }
 
-/// Shorter backfills and text horizons than the shipped pipelines, so the
-/// demo's first sync fits in well under a minute of the Build plan's rate.
+/// Shorter backfills and text horizons than the shipped pipelines, by fetch
+/// engine, so the demo's first sync fits in well under a minute of the Build
+/// plan's rate.
 fn trim_horizons(pipelines: &mut [pipeline::Pipeline]) {
     for p in pipelines {
-        let (backfill, text) = match p.name.as_str() {
-            "news" => (Some(1), None),
-            "company_news" | "events_wire" => (Some(3), None),
-            "event_texts" => (None, Some(7)),
-            "filings" => (None, Some(200)),
+        let (backfill, text) = match &p.feed.fetch {
+            Fetch::Cursor(_) => (Some(1), None),
+            Fetch::CompanyCursor(_) | Fetch::OffsetWindows(_) => (Some(3), None),
+            Fetch::ParentTexts(_) => (None, Some(7)),
+            Fetch::DocumentsAndSections(_) => (None, Some(200)),
             _ => (None, None),
         };
         p.params.backfill_days = backfill.or(p.params.backfill_days);
