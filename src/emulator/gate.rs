@@ -286,21 +286,29 @@ pub(super) async fn inject_faults(State(state): State<Arc<AppState>>, req: Reque
         return Response::from_parts(parts, axum::body::Body::from(half));
     }
     if roll(5) < faults.bad_record && response.status().is_success() {
-        let (mut parts, body) = response.into_parts();
-        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
-        let mut value: serde_json::Value = match serde_json::from_slice(&bytes) {
-            Ok(v) => v,
-            Err(_) => return Response::from_parts(parts, axum::body::Body::from(bytes)),
-        };
-        let list = value
-            .as_object_mut()
-            .and_then(|o| o.values_mut().find_map(|v| v.as_array_mut().filter(|a| !a.is_empty())));
-        if let Some(list) = list {
-            injected();
-            list[0] = json!({"malformed": "an injected record of the wrong shape"});
-        }
-        parts.headers.remove(axum::http::header::CONTENT_LENGTH);
-        return Response::from_parts(parts, axum::body::Body::from(value.to_string()));
+        return rewrite_json(response, |value| {
+            let list = value
+                .as_object_mut()
+                .and_then(|o| o.values_mut().find_map(|v| v.as_array_mut().filter(|a| !a.is_empty())));
+            if let Some(list) = list {
+                injected();
+                list[0] = json!({"malformed": "an injected record of the wrong shape"});
+            }
+        })
+        .await;
     }
     response
+}
+
+/// A JSON response with `edit` applied to its body; a body that is not JSON
+/// goes back as it came.
+pub(super) async fn rewrite_json(response: Response, edit: impl FnOnce(&mut serde_json::Value)) -> Response {
+    let (mut parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
+    edit(&mut value);
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(value.to_string()))
 }

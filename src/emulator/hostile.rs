@@ -86,7 +86,7 @@ pub(super) async fn hostile(State(state): State<Arc<AppState>>, mut req: Request
     }
     let mut response = next.run(req).await;
     if h.stuck_cursors && response.status().is_success() {
-        response = rewrite_json(response, |page| {
+        response = gate::rewrite_json(response, |page| {
             if path == "/api/v1/news/feed" {
                 if let Some(after) = query.get("after") {
                     page["latestId"] = json!(after);
@@ -122,18 +122,6 @@ pub(super) async fn hostile(State(state): State<Arc<AppState>>, mut req: Request
         }
     }
     response
-}
-
-/// A JSON response with `edit` applied to its body.
-async fn rewrite_json(response: Response, edit: impl FnOnce(&mut serde_json::Value)) -> Response {
-    let (mut parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
-    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-        return Response::from_parts(parts, axum::body::Body::from(bytes));
-    };
-    edit(&mut value);
-    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
-    Response::from_parts(parts, axum::body::Body::from(value.to_string()))
 }
 
 /// `{"indices":[` and then spaces, gzipped as it is sent: a few MiB on the
