@@ -104,12 +104,27 @@ impl Rows {
             .insert(key.to_owned())
     }
 
-    /// Parses one record, or quarantines it with the reason.
+    /// Parses one record. A field the row can do without whose value is
+    /// unusable is read as absent (the value as served stays in `raw`); a
+    /// record whose key or other required field is unusable is quarantined,
+    /// the reason naming the field, the value and what was expected.
     pub fn parse<T: DeserializeOwned>(&mut self, raw: &RawValue, what: &str) -> Option<T> {
-        match serde_json::from_str(raw.get()) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                self.quarantine(raw.get(), format!("{what}: {e}"));
+        let unusable = match read_record::<T>(raw.get()) {
+            Ok(v) => return Some(v),
+            Err(e) => e,
+        };
+        let first = unusable.to_string();
+        match read_without_unusable_fields::<T>(raw.get(), unusable) {
+            Ok(v) => {
+                tracing::warn!(
+                    message = "Unusable field read as absent; its value stays in raw.",
+                    route = %self.route,
+                    error = %format!("{what}: {first}"),
+                );
+                Some(v)
+            }
+            Err(reason) => {
+                self.quarantine(raw.get(), format!("{what}: {reason}"));
                 None
             }
         }
@@ -164,5 +179,139 @@ impl Rows {
             out.push(TableBatch::build(b)?);
         }
         Ok(out)
+    }
+}
+
+/// Why a record did not read: the field (a JSON path), and serde's words for
+/// the value and what was expected.
+#[derive(Debug)]
+pub struct Unusable {
+    path: serde_path_to_error::Path,
+    message: String,
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        if self.path.iter().next().is_none() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "field `{}`: {}", self.path, self.message)
+        }
+    }
+}
+
+impl Unusable {
+    fn new(e: serde_path_to_error::Error<serde_json::Error>) -> Unusable {
+        let path = e.path().clone();
+        let mut message = e.into_inner().to_string();
+        // The position is of a record taken out of its page: no help to anyone.
+        if let Some(at) = message.rfind(" at line ") {
+            message.truncate(at);
+        }
+        Unusable { path, message }
+    }
+
+    fn is_missing_field(&self) -> bool {
+        self.message.starts_with("missing field")
+    }
+}
+
+/// Reads one record, naming the field that failed.
+fn read_record<T: DeserializeOwned>(text: &str) -> Result<T, Unusable> {
+    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text)).map_err(Unusable::new)
+}
+
+/// Reads a record with each unusable field taken out, as long as what is
+/// left still reads; else why not: the unusable field the row needs, or a
+/// field it needs that is missing.
+fn read_without_unusable_fields<T: DeserializeOwned>(text: &str, first: Unusable) -> Result<T, Unusable> {
+    /// More bad fields than this in one record: quarantined whole.
+    const MOST_FIELDS_LEFT_OUT: usize = 16;
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Err(first);
+    };
+    let mut cause = first;
+    for _ in 0..MOST_FIELDS_LEFT_OUT {
+        if remove_at(&mut value, &cause.path).is_none() {
+            return Err(cause);
+        }
+        let next = match serde_path_to_error::deserialize::<_, T>(&value) {
+            Ok(v) => return Ok(v),
+            Err(e) => Unusable::new(e),
+        };
+        if next.is_missing_field() {
+            let removed = cause.path.iter().next_back().map(ToString::to_string);
+            let missing = next.message.split('`').nth(1);
+            return Err(if removed.as_deref() == missing { cause } else { next });
+        }
+        cause = next;
+    }
+    Err(cause)
+}
+
+/// Takes the value at `path` out of `value`; `None` when the path is empty
+/// (the record itself) or leads nowhere.
+fn remove_at(value: &mut serde_json::Value, path: &serde_path_to_error::Path) -> Option<()> {
+    use serde_path_to_error::Segment;
+    let segments: Vec<&Segment> = path.iter().collect();
+    let (last, parents) = segments.split_last()?;
+    let mut at = value;
+    for segment in parents {
+        at = match segment {
+            Segment::Seq { index } => at.get_mut(*index)?,
+            Segment::Map { key } => at.get_mut(key.as_str())?,
+            _ => return None,
+        };
+    }
+    match last {
+        Segment::Seq { index } => {
+            let list = at.as_array_mut()?;
+            (*index < list.len()).then(|| list.remove(*index)).map(drop)
+        }
+        Segment::Map { key } => at.as_object_mut()?.remove(key.as_str()).map(drop),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Record {
+        key: String,
+        #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
+        count: Option<i64>,
+        #[serde(default)]
+        tags: Vec<String>,
+    }
+
+    fn parse(text: &str) -> (Option<Record>, Vec<String>) {
+        let mut rows = Rows::new("run", "/r", Utc::now());
+        let raw: Box<RawValue> = serde_json::from_str(text).unwrap();
+        let record = rows.parse::<Record>(&raw, "record");
+        (record, rows.quarantined.into_iter().map(|q| q.error).collect())
+    }
+
+    #[test]
+    fn only_a_required_field_quarantines_and_the_reason_names_field_value_and_expectation() {
+        let (record, quarantined) = parse(r#"{"key": "a", "count": "many", "tags": ["x", 7, "y"]}"#);
+        let expected = Record {
+            key: "a".into(),
+            count: None,
+            tags: vec!["x".into(), "y".into()],
+        };
+        assert_eq!((record, quarantined), (Some(expected), vec![]));
+
+        let (record, quarantined) = parse(r#"{"key": 17, "count": 2}"#);
+        assert_eq!(record, None);
+        assert_eq!(
+            quarantined,
+            vec!["record: field `key`: invalid type: integer `17`, expected a string"]
+        );
+
+        let (_, quarantined) = parse(r#"{"count": 2.5}"#);
+        assert_eq!(quarantined, vec!["record: missing field `key`"]);
     }
 }

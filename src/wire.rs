@@ -49,6 +49,10 @@ pub mod tolerant {
             .map_err(|_| format!("{s:?} is neither an RFC 3339 timestamp nor a date (YYYY-MM-DD)"))
     }
 
+    pub fn timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        parse_timestamp(&String::deserialize(d)?).map_err(D::Error::custom)
+    }
+
     pub fn date<'de, D: Deserializer<'de>>(d: D) -> Result<NaiveDate, D::Error> {
         parse_date(&String::deserialize(d)?).map_err(D::Error::custom)
     }
@@ -65,9 +69,94 @@ pub mod tolerant {
             .transpose()
     }
 
+    /// A whole number written as JSON allows it: `12`, `12.0`, `1.2e1`.
+    struct WholeNumber;
+
+    impl serde::de::Visitor<'_> for WholeNumber {
+        type Value = i64;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a whole number (12, 12.0 or 1.2e1)")
+        }
+
+        fn visit_i64<E: Error>(self, v: i64) -> Result<i64, E> {
+            Ok(v)
+        }
+
+        fn visit_u64<E: Error>(self, v: u64) -> Result<i64, E> {
+            i64::try_from(v).map_err(|_| E::custom(format!("{v} is larger than a 64-bit integer")))
+        }
+
+        #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+        fn visit_f64<E: Error>(self, v: f64) -> Result<i64, E> {
+            // Past 2^63 the cast saturates; the round trip catches it.
+            if v.fract() == 0.0 && v.is_finite() && (v as i64) as f64 == v {
+                Ok(v as i64)
+            } else {
+                Err(E::custom(format!(
+                    "{v} is not a whole number (expected 12, 12.0 or 1.2e1)"
+                )))
+            }
+        }
+    }
+
+    /// An integer field: any JSON number with a whole value.
+    pub fn integer<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        d.deserialize_any(WholeNumber)
+    }
+
+    pub fn option_integer<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        struct Whole(i64);
+        impl<'de> Deserialize<'de> for Whole {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Whole, D::Error> {
+                integer(d).map(Whole)
+            }
+        }
+        Ok(Option::<Whole>::deserialize(d)?.map(|w| w.0))
+    }
+
+    /// A count or offset: a whole number that is not negative.
+    pub fn option_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        option_integer(d)?
+            .map(|n| u64::try_from(n).map_err(|_| D::Error::custom(format!("{n} is negative (expected a count)"))))
+            .transpose()
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
+
+        #[test]
+        fn integers_take_every_json_number_with_a_whole_value() {
+            #[derive(Deserialize)]
+            struct T {
+                #[serde(deserialize_with = "integer")]
+                n: i64,
+                #[serde(default, deserialize_with = "option_integer")]
+                m: Option<i64>,
+            }
+            for (text, n) in [
+                ("12", 12),
+                ("12.0", 12),
+                ("1.2e1", 12),
+                ("-3E2", -300),
+                ("123456789e0", 123_456_789),
+            ] {
+                let t: T = serde_json::from_str(&format!(r#"{{"n": {text}}}"#)).unwrap();
+                assert_eq!((t.n, t.m), (n, None), "{text}");
+            }
+            let t: T = serde_json::from_str(r#"{"n": 1, "m": 4.0e0}"#).unwrap();
+            assert_eq!(t.m, Some(4));
+            let t: T = serde_json::from_str(r#"{"n": 1, "m": null}"#).unwrap();
+            assert_eq!(t.m, None);
+            for bad in ["1.5", "1e300", "\"12\"", "18446744073709551615"] {
+                let e = serde_json::from_str::<T>(&format!(r#"{{"n": {bad}}}"#))
+                    .err()
+                    .unwrap()
+                    .to_string();
+                assert!(e.contains("whole number") || e.contains("larger than"), "{bad}: {e}");
+            }
+        }
 
         #[test]
         fn dates_and_timestamps_take_each_other_s_shape() {

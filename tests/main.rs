@@ -30,3 +30,5 @@ mod pacing;
 mod pipelines;
 /// Crash it, starve it, feed it garbage: lose nothing (RELIABILITY.md).
 mod reliability;
+/// Every legal shape of the wire read; every leaf the service sends stored.
+mod wire;

@@ -13,6 +13,7 @@
 //! | POST | /admin/clock/advance?secs=N | moves a simulated clock forward (409 on the system clock) |
 //! | PUT | /admin/faults?spec=SPEC | sets injected faults, as `--faults` takes them |
 //! | PUT | /admin/hostile?spec=SPEC | sets hostile behaviours, as `--hostile` takes them |
+//! | PUT | /admin/shapes?shapes=contract\|other | which legal shapes the data routes serve, as `--shapes` |
 //! | GET | /admin/stats | requests answered, by status, 429s and faults |
 //! | POST | /admin/streams/drop | cuts every open news stream mid-flight, as a dropped link would |
 
@@ -27,7 +28,7 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use super::keys::KeyError;
-use super::{ApiError, Emulator, Faults, Hostile};
+use super::{ApiError, Emulator, Faults, Hostile, WireShapes};
 
 type AdminResult = Result<Response, ApiError>;
 
@@ -64,6 +65,7 @@ impl Emulator {
             .route("/admin/clock/advance", post(advance_clock))
             .route("/admin/faults", put(set_faults))
             .route("/admin/hostile", put(set_hostile))
+            .route("/admin/shapes", put(set_shapes))
             .route("/admin/stats", get(stats))
             .route("/admin/streams/drop", post(drop_streams))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such admin route") })
@@ -161,6 +163,16 @@ async fn set_hostile(
     let spec = query.get("spec").map(String::as_str).unwrap_or("");
     let hostile = Hostile::parse(spec).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("spec: {e}")))?;
     emulator.set_hostile(hostile);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn set_shapes(
+    State(emulator): State<Arc<Emulator>>,
+    Query(query): Query<HashMap<String, String>>,
+) -> AdminResult {
+    let name = query.get("shapes").map(String::as_str).unwrap_or("");
+    let shapes = WireShapes::parse(name).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("shapes: {e}")))?;
+    emulator.set_shapes(shapes);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

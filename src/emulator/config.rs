@@ -80,6 +80,8 @@ pub struct EmulatorConfig {
     pub faults: Faults,
     /// Hostile behaviours of the data routes (none by default).
     pub hostile: super::Hostile,
+    /// Which of the contract's legal shapes the data routes serve.
+    pub shapes: super::WireShapes,
     pub stream: StreamTiming,
     /// How long a revoked key keeps working on the data routes (spec: about 60 s).
     pub revoke_delay: chrono::Duration,
@@ -123,6 +125,7 @@ impl Default for EmulatorConfig {
             sales_email: "sales@example.invalid".into(),
             faults: Faults::default(),
             hostile: super::Hostile::default(),
+            shapes: super::WireShapes::default(),
             stream: StreamTiming::default(),
             revoke_delay: chrono::Duration::seconds(60),
         }

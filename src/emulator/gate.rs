@@ -303,12 +303,21 @@ pub(super) async fn inject_faults(State(state): State<Arc<AppState>>, req: Reque
 /// A JSON response with `edit` applied to its body; a body that is not JSON
 /// goes back as it came.
 pub(super) async fn rewrite_json(response: Response, edit: impl FnOnce(&mut serde_json::Value)) -> Response {
+    rewrite_body(response, |mut value| {
+        edit(&mut value);
+        value.to_string()
+    })
+    .await
+}
+
+/// A JSON response whose body is `render`ed anew; a body that is not JSON
+/// goes back as it came.
+pub(super) async fn rewrite_body(response: Response, render: impl FnOnce(serde_json::Value) -> String) -> Response {
     let (mut parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
-    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
         return Response::from_parts(parts, axum::body::Body::from(bytes));
     };
-    edit(&mut value);
     parts.headers.remove(axum::http::header::CONTENT_LENGTH);
-    Response::from_parts(parts, axum::body::Body::from(value.to_string()))
+    Response::from_parts(parts, axum::body::Body::from(render(value)))
 }

@@ -19,6 +19,7 @@ mod market;
 pub mod news;
 mod news_routes;
 mod routes;
+mod shapes;
 pub mod world;
 
 use std::collections::HashMap;
@@ -46,6 +47,7 @@ use keys::Keyring;
 pub use keys::{Account, Credits};
 use news_routes::*;
 use routes::*;
+pub use shapes::WireShapes;
 use world::World;
 
 /// What the emulator has answered, for tests and the demo.
@@ -74,6 +76,7 @@ struct AppState {
     stats: Mutex<Stats>,
     faults: Mutex<Faults>,
     hostile: Mutex<Hostile>,
+    shapes: Mutex<WireShapes>,
     stream: StreamTiming,
     fault_seq: std::sync::atomic::AtomicU64,
     /// Bumped to cut every open stream mid-flight, as a dropped link would.
@@ -129,6 +132,7 @@ impl Emulator {
                 stats: Mutex::new(Stats::default()),
                 faults: Mutex::new(config.faults),
                 hostile: Mutex::new(config.hostile),
+                shapes: Mutex::new(config.shapes),
                 stream: config.stream,
                 fault_seq: Default::default(),
                 stream_cuts: tokio::sync::watch::Sender::new(0),
@@ -142,6 +146,11 @@ impl Emulator {
         let open = self.state.stream_cuts.receiver_count();
         self.state.stream_cuts.send_modify(|n| *n += 1);
         open
+    }
+
+    /// Serves the contract's shapes, or the other legal ones, from now on.
+    pub fn set_shapes(&self, shapes: WireShapes) {
+        *self.state.shapes.lock().unwrap_or_else(|e| e.into_inner()) = shapes;
     }
 
     /// Switches hostile behaviours on or off from now on.
@@ -225,6 +234,7 @@ impl Emulator {
             .route("/api/v1/watchlists", get(account_surface))
             .route("/api/v1/workspace", get(account_surface))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+            .layer(middleware::from_fn_with_state(self.state.clone(), shapes::shapes))
             .layer(middleware::from_fn_with_state(self.state.clone(), inject_faults))
             .layer(middleware::from_fn_with_state(self.state.clone(), gate))
             .layer(middleware::from_fn_with_state(self.state.clone(), hostile::hostile));

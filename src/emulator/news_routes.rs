@@ -271,7 +271,8 @@ pub(super) async fn news_stream(
             let next_latest = page.latest_id.clone().unwrap_or_else(|| latest.clone());
             let next_since = page.server_time.clone();
             if !page.items.is_empty() {
-                let body = serde_json::to_string(&page).expect("a feed page serializes");
+                let shapes = *state.shapes.lock().unwrap_or_else(|e| e.into_inner());
+                let body = super::shapes::render(&serde_json::to_value(&page).expect("a feed page serializes"), shapes);
                 let event = Event::default().event("items").data(body);
                 return Some((Ok(event), (state, next_latest, next_since, query, cuts)));
             }

@@ -12,7 +12,7 @@ use crate::tables::{LakePartition, LoadRule};
 
 #[derive(Debug, Deserialize)]
 pub struct CoveragePage<'a> {
-    #[serde(rename = "generatedAt")]
+    #[serde(rename = "generatedAt", deserialize_with = "crate::wire::tolerant::timestamp")]
     pub generated_at: DateTime<Utc>,
     #[serde(borrow)]
     pub markets: Vec<CoverageMarketRaw<'a>>,
@@ -21,6 +21,7 @@ pub struct CoveragePage<'a> {
 #[derive(Debug, Deserialize)]
 pub struct CoverageMarketRaw<'a> {
     pub market: String,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
     pub companies: Option<i64>,
     #[serde(borrow, rename = "dataTypes")]
     pub data_types: Vec<&'a RawValue>,
@@ -34,6 +35,7 @@ pub struct CoverageDataType {
     #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]
     pub history_from: Option<NaiveDate>,
     pub completeness_pct: Option<f64>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
     pub periods: Option<i64>,
 }
 

@@ -41,6 +41,7 @@ pub struct DividendEvent {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DividendSummary {
+    #[serde(deserialize_with = "crate::wire::tolerant::integer")]
     pub count: i64,
     pub latest_amount: Option<f64>,
     #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]

@@ -23,7 +23,9 @@ pub struct EventsPage<'a> {
     #[serde(borrow, default)]
     pub events: Vec<&'a RawValue>,
     /// The wire only: rows matching the query, and where this page starts.
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_count")]
     pub total: Option<u64>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_count")]
     pub offset: Option<u64>,
 }
 

@@ -22,6 +22,7 @@ pub struct GeoLayersPage<'a> {
 pub struct GeoLayer {
     pub code: String,
     pub name: Option<String>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
     pub reviewed_assets: Option<i64>,
 }
 
@@ -36,6 +37,7 @@ pub struct GeoCountriesPage<'a> {
 pub struct GeoCountryCount {
     pub layer: String,
     pub country: String,
+    #[serde(deserialize_with = "crate::wire::tolerant::integer")]
     pub count: i64,
 }
 

@@ -40,7 +40,9 @@ pub struct IndexEntry {
     pub low_52w: Option<f64>,
     pub high_52w: Option<f64>,
     pub volatility_30d: Option<f64>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
     pub price_rows: Option<i64>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
     pub days_stale: Option<i64>,
 }
 

@@ -106,13 +106,19 @@ fn read_list(rows: &mut Rows, body: &[u8]) -> Result<Vec<Listed>, String> {
     let page: CountryPage = parse_body(body)?;
     let mut listed = Vec::new();
     for raw in page.macro_series {
-        match serde_json::from_str::<SeriesRef>(raw.get()) {
-            Ok(entry) if is_series_key(&entry.key) => listed.push(Listed {
+        let Some(entry) = rows.parse::<SeriesRef>(raw, "series list entry") else {
+            continue;
+        };
+        if is_series_key(&entry.key) {
+            listed.push(Listed {
                 key: entry.key,
                 raw: raw.to_owned(),
-            }),
-            Ok(entry) => rows.quarantine(raw.get(), format!("series key {:?} is not [A-Z0-9_]+", entry.key)),
-            Err(e) => rows.quarantine(raw.get(), format!("series list entry: {e}")),
+            });
+        } else {
+            rows.quarantine(
+                raw.get(),
+                format!("series list entry: field `key`: {:?} is not [A-Z0-9_]+", entry.key),
+            );
         }
     }
     Ok(listed)

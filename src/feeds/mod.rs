@@ -251,8 +251,16 @@ fn page_limit(params: &Params) -> Result<(), String> {
 }
 
 /// Parses a whole response body as `T`, naming what failed.
+/// Reads a response's envelope; an error names the field that failed.
 fn parse_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, String> {
-    serde_json::from_slice(body).map_err(|e| e.to_string())
+    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body)).map_err(|e| {
+        if e.path().iter().next().is_none() {
+            e.into_inner().to_string()
+        } else {
+            let path = e.path().to_string();
+            format!("field `{path}`: {}", e.into_inner())
+        }
+    })
 }
 
 #[cfg(test)]

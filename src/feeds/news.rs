@@ -54,6 +54,7 @@ pub struct NewsItem {
     #[serde(default)]
     pub topics: Vec<String>,
     pub storyline_id: Option<String>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
     pub importance: Option<i64>,
     pub flash: Option<bool>,
     pub form: Option<String>,
@@ -78,6 +79,7 @@ pub struct NewsSource {
     pub attribution: Option<String>,
     pub display_policy: Option<String>,
     #[serde(rename = "count24h")]
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
     pub count_24h: Option<i64>,
 }
 

@@ -15,16 +15,19 @@ pub struct PricesPage<'a> {
     #[serde(borrow)]
     pub bars: Vec<&'a RawValue>,
     #[serde(rename = "displayFrom")]
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
     pub display_from: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bar {
+    #[serde(deserialize_with = "crate::wire::tolerant::integer")]
     pub t: i64,
     pub o: Option<f64>,
     pub h: Option<f64>,
     pub l: Option<f64>,
     pub c: f64,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
     pub v: Option<i64>,
 }
 

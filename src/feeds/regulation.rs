@@ -39,7 +39,9 @@ pub struct RegulationLink {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RegulationCoverage {
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
     pub documents_read: Option<i64>,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
     pub documents_total: Option<i64>,
     pub complete: Option<bool>,
     pub pilot: Option<bool>,

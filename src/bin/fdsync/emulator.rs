@@ -52,6 +52,12 @@ pub struct EmulatorArgs {
     /// (comma-separated). For testing clients; see docs/emulator.md.
     #[arg(long, value_name = "SPEC", value_parser = emulator::Hostile::parse)]
     hostile: Option<emulator::Hostile>,
+    /// Which of the wire contract's legal shapes to serve: `contract` (its
+    /// examples) or `other` (dates as timestamps, timestamps at an offset,
+    /// numbers in exponent form, null optionals left out, keys reordered,
+    /// an unnamed field in every object). For testing clients.
+    #[arg(long, value_name = "SHAPES", default_value = "contract", value_parser = emulator::WireShapes::parse)]
+    shapes: emulator::WireShapes,
     /// Serve the admin interface (create, rotate and revoke keys; advance the
     /// simulated clock; set faults; counters) on this address. Not part of the
     /// public API: keep it on loopback. See docs/emulator.md.
@@ -85,6 +91,7 @@ pub async fn run(args: EmulatorArgs) -> Result<()> {
         generated_companies: args.companies,
         faults: args.faults.unwrap_or_default(),
         hostile: args.hostile.unwrap_or_default(),
+        shapes: args.shapes,
         stream: emulator::StreamTiming {
             ping: std::time::Duration::from_secs_f64(args.stream_ping_secs.max(0.01)),
             close_after: std::time::Duration::from_secs_f64(args.stream_close_secs.max(0.01)),
