@@ -47,7 +47,7 @@ use keys::Keyring;
 pub use keys::{Account, Credits};
 use news_routes::*;
 use routes::*;
-pub use shapes::WireShapes;
+pub use shapes::{Served, WireShapes};
 use world::World;
 
 /// What the emulator has answered, for tests and the demo.
@@ -77,6 +77,8 @@ struct AppState {
     faults: Mutex<Faults>,
     hostile: Mutex<Hostile>,
     shapes: Mutex<WireShapes>,
+    /// Bodies served, while a test records them.
+    served: Mutex<Option<Vec<Served>>>,
     stream: StreamTiming,
     fault_seq: std::sync::atomic::AtomicU64,
     /// Bumped to cut every open stream mid-flight, as a dropped link would.
@@ -133,6 +135,7 @@ impl Emulator {
                 faults: Mutex::new(config.faults),
                 hostile: Mutex::new(config.hostile),
                 shapes: Mutex::new(config.shapes),
+                served: Mutex::new(None),
                 stream: config.stream,
                 fault_seq: Default::default(),
                 stream_cuts: tokio::sync::watch::Sender::new(0),
@@ -151,6 +154,21 @@ impl Emulator {
     /// Serves the contract's shapes, or the other legal ones, from now on.
     pub fn set_shapes(&self, shapes: WireShapes) {
         *self.state.shapes.lock().unwrap_or_else(|e| e.into_inner()) = shapes;
+    }
+
+    /// Keeps every JSON body served from now on.
+    pub fn record_served(&self) {
+        *self.state.served.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+    }
+
+    /// The JSON bodies served since [`Emulator::record_served`], in order.
+    pub fn served(&self) -> Vec<Served> {
+        self.state
+            .served
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default()
     }
 
     /// Switches hostile behaviours on or off from now on.
@@ -247,6 +265,10 @@ impl Emulator {
         public
             .layer(middleware::from_fn_with_state(self.state.clone(), count))
             .merge(data)
+            .layer(middleware::from_fn_with_state(
+                self.state.clone(),
+                shapes::record_served,
+            ))
             .layer(
                 tower_http::compression::CompressionLayer::new()
                     .gzip(true)

@@ -45,15 +45,46 @@ pub const EXTRA_FIELD: &str = "servedShape";
 pub(super) async fn shapes(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let shapes = *state.shapes.lock().unwrap_or_else(|e| e.into_inner());
     let response = next.run(req).await;
-    let is_json = response
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
     // The stream's frames are rendered where they are written.
-    if shapes == WireShapes::Contract || !response.status().is_success() || !is_json {
+    if shapes == WireShapes::Contract || !is_json_answer(&response) {
         return response;
     }
     gate::rewrite_body(response, |value| render(&value, shapes)).await
+}
+
+fn is_json_answer(response: &Response) -> bool {
+    response.status().is_success()
+        && response
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .is_some_and(|t| t.as_bytes().starts_with(b"application/json"))
+}
+
+/// A JSON body as it was served, and the path and query it answered.
+#[derive(Debug, Clone)]
+pub struct Served {
+    pub target: String,
+    pub body: String,
+}
+
+/// Keeps each JSON body served while [`super::Emulator::record_served`] is
+/// on, for the test that finds every field of it stored.
+pub(super) async fn record_served(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let recording = state.served.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+    let target = req.uri().to_string();
+    let response = next.run(req).await;
+    if !recording || !is_json_answer(&response) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+    if let Some(served) = state.served.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        served.push(Served {
+            target,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        });
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// `value` as JSON text in `shapes`.

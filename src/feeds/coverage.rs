@@ -57,6 +57,7 @@ table! {
         history_from: Date,
         completeness_pct: Float,
         periods: Int,
+        generated_at: Timestamp,
     }
     key: &["observed_date", "market", "data_type"],
     load: LoadRule::Upsert,
@@ -90,6 +91,7 @@ fn read(rows: &mut Rows, body: &[u8]) -> Result<String, String> {
                 history_from: d.history_from,
                 completeness_pct: d.completeness_pct,
                 periods: d.periods,
+                generated_at: Some(page.generated_at),
             };
             rows.push(row, raw.get());
         }

@@ -15,6 +15,7 @@ use crate::tables::{LakePartition, LoadRule};
 #[serde(rename_all = "camelCase")]
 pub struct CountryPage<'a> {
     pub iso: Option<String>,
+    pub name: Option<String>,
     #[serde(borrow, default)]
     pub macro_series: Vec<&'a RawValue>,
 }
@@ -47,6 +48,16 @@ pub struct MacroPoint {
     pub value: f64,
     #[serde(deserialize_with = "crate::wire::tolerant::date")]
     pub vintage: NaiveDate,
+}
+
+table! {
+    /// Each configured country as its page names it; `raw` is the page.
+    pub const MACRO_COUNTRIES: MacroCountryRow = "macro_countries" {
+        country: Text,
+        name: Text,
+    }
+    key: &["country"],
+    load: LoadRule::Upsert,
 }
 
 table! {
@@ -84,7 +95,7 @@ pub static FEED: Feed = Feed {
     name: "macro",
     route: "/api/v1/countries/{country}",
     auth: true,
-    tables: &[&MACRO_SERIES, &MACRO_OBSERVATIONS],
+    tables: &[&MACRO_COUNTRIES, &MACRO_SERIES, &MACRO_OBSERVATIONS],
     fetch: Fetch::PerCountry(PerCountry {
         list: read_list,
         read: read_history,
@@ -101,9 +112,17 @@ fn check(_route: &str, params: &Params) -> Result<(), String> {
     )
 }
 
-/// A country's series list: each series whose key the history route takes.
+/// A country's `macro_countries` row and its series list: each series whose
+/// key the history route takes.
 fn read_list(rows: &mut Rows, body: &[u8]) -> Result<Vec<Listed>, String> {
     let page: CountryPage = parse_body(body)?;
+    if let (Some(iso), Ok(text)) = (&page.iso, std::str::from_utf8(body)) {
+        let row = MacroCountryRow {
+            country: Some(iso),
+            name: page.name.as_deref(),
+        };
+        rows.push(row, text.trim());
+    }
     let mut listed = Vec::new();
     for raw in page.macro_series {
         let Some(entry) = rows.parse::<SeriesRef>(raw, "series list entry") else {

@@ -65,8 +65,23 @@ impl DuckDbSink {
                 let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
                 cols.push(format!("PRIMARY KEY ({})", key.join(", ")));
             }
+            // A warehouse made before a column was added gains it, NULL in
+            // the rows stored before; loads name their columns, so its place
+            // at the end does not matter.
+            let added: String = table
+                .all_columns()
+                .filter(|c| !table.key.contains(&c.name))
+                .map(|c| {
+                    format!(
+                        " ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {};",
+                        ident(table.name),
+                        ident(c.name),
+                        c.ty.sql()
+                    )
+                })
+                .collect();
             let ddl = format!(
-                "CREATE TABLE IF NOT EXISTS {name} ({}); ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {COMMIT_SEQ} BIGINT;",
+                "CREATE TABLE IF NOT EXISTS {name} ({}); ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {COMMIT_SEQ} BIGINT;{added}",
                 cols.join(", "),
                 name = ident(table.name),
             );
