@@ -496,6 +496,7 @@ mod tests {
             .date(NaiveDate::from_ymd_opt(1990, 1, 2))
             .float(Some(99.1))
             .int(Some(8731))
+            .timestamp(Some(Utc::now()))
             .end("{}", "/api/v1/landing/coverage");
         let batch = b.finish().unwrap();
         assert_eq!(batch.num_rows(), 1);

@@ -17,7 +17,8 @@ pub fn stalest_first<M>(mut members: Vec<M>, synced_at: impl Fn(&M) -> Option<Da
 }
 
 /// Requests a run of `pipelines` needs at least: one per single-route pipeline,
-/// one per company for each fan-out, and one per identifier not yet resolved.
+/// one per company for each fan-out (the universe's refresh included), and
+/// one per identifier not yet resolved.
 /// Companies are counted as configured (aliases of one company count twice
 /// here, so this errs on the side of warning).
 /// `resolved` holds the universe pipeline's checkpoints: identifier -> company key.
@@ -37,8 +38,11 @@ pub fn requests_due(
         keys.dedup();
         keys.len() as u64
     };
+    // The universe's own pipeline asks every company (counted by its
+    // engine); any other fan-out asks only those not yet resolved.
     let fans_out = pipelines.iter().any(Pipeline::per_company);
-    let mut due = if fans_out { unresolved } else { 0 };
+    let refreshes = pipelines.iter().any(Pipeline::resolves_universe);
+    let mut due = if fans_out && !refreshes { unresolved } else { 0 };
     for p in pipelines {
         due += p.feed.fetch.least_requests(distinct, universe.countries.len() as u64);
     }

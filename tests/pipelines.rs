@@ -244,8 +244,8 @@ async fn events_and_item_texts_match_the_emulator_while_filings_arrive() {
     run_ok(&h, &pipelines).await;
     let last = h.clock.now();
 
-    let count = events::CADENCE.count_at(world.seed, last);
-    let wire_from = events::first_on_or_after((t0 - chrono::Duration::days(3)).date_naive());
+    let count = events::cadence(&world).count_at(world.seed, last);
+    let wire_from = events::first_on_or_after(&world, (t0 - chrono::Duration::days(3)).date_naive());
     let companies: Vec<_> = ["MSFT", "AAPL"].iter().map(|id| world.resolve(id).unwrap()).collect();
     let filers: Vec<_> = companies.iter().map(|c| events::filer_of(&world, c)).collect();
     let mut truth = BTreeSet::new();
@@ -576,4 +576,115 @@ async fn dividends_indices_and_coverage_match_the_emulator_over_weeks() {
     assert!(yields.len() > 12, "the scenario has a yield series");
     assert_eq!(stored, yields);
     h.assert_unique("dividend_yields", "company_key, date").await;
+}
+
+/// The companies pipeline asks every company again once its schedule has
+/// fired since the company was last asked, once per company whatever its
+/// aliases: a rename on the emulator's clock lands
+/// in `companies`, and `company_versions` keeps both names with when each
+/// was first and last seen. Other pipelines never ask again.
+#[tokio::test]
+async fn a_renamed_company_lands_with_when_it_changed() {
+    let h = Harness::new(PlanLimits::build(), &["O", "0000726728", "MSFT"]).await;
+    let companies = h.only(&["companies"]);
+    let prices = h.only(&["prices"]);
+    let sim = h.clock.as_sim().unwrap().clone();
+    let requests = || async {
+        h.int(
+            "SELECT count(*) FROM _sync_requests WHERE route LIKE '/api/v1/companies/%' AND route NOT LIKE '%/prices%'",
+        )
+        .await
+    };
+    run_ok(&h, &companies).await;
+    assert_eq!(requests().await, 3, "each identifier resolved once");
+    let first = h.clock.now();
+    run_ok(&h, &prices).await;
+    assert_eq!(
+        requests().await,
+        3,
+        "a pipeline that is not the universe's asks nothing again"
+    );
+    // Past the rename (2026-12-01), a week after the first sync.
+    sim.advance(Duration::from_secs(7 * 24 * 3600));
+    run_ok(&h, &companies).await;
+    assert_eq!(requests().await, 5, "one refresh per company, not per alias");
+    run_ok(&h, &companies).await;
+    assert_eq!(requests().await, 5, "not again before the schedule fires again");
+    let renamed = h.clock.now();
+    assert_eq!(
+        h.strings("SELECT name FROM companies WHERE company_key = '0000726728'")
+            .await,
+        ["Realty Income Corp."]
+    );
+    let versions = h
+        .strings(
+            "SELECT name || ' ' || strftime(first_seen_at, '%Y-%m-%dT%H:%M:%SZ') || ' ' \
+             || strftime(last_seen_at, '%Y-%m-%dT%H:%M:%SZ') FROM company_versions \
+             WHERE company_key = '0000726728' ORDER BY first_seen_at",
+        )
+        .await;
+    let at = |t: DateTime<Utc>| t.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    assert_eq!(
+        versions,
+        [
+            format!("Realty Income Corporation {} {}", at(first), at(first)),
+            format!("Realty Income Corp. {} {}", at(renamed), at(renamed)),
+        ]
+    );
+    // Unchanged: the version is seen again, not added.
+    assert_eq!(
+        h.strings(
+            "SELECT strftime(last_seen_at, '%Y-%m-%dT%H:%M:%SZ') FROM company_versions WHERE company_key = '0000789019'"
+        )
+        .await,
+        [at(renamed)]
+    );
+}
+
+/// The wire read whole, whatever its density, in near the fewest pages: a
+/// sparse one (a filing every two days since 2004) with no horizon, and a
+/// dense one (288 filings a day) to a horizon that is then raised, which
+/// reaches further back from where the stored filings end.
+#[tokio::test]
+async fn the_wire_is_read_whole_in_near_the_fewest_pages_whatever_its_density() {
+    for (spacing, horizons) in [(2880, vec![None]), (5, vec![Some(4), Some(9)])] {
+        let config = fdsync::emulator::EmulatorConfig {
+            filing_spacing_minutes: spacing,
+            ..crate::util::emulator_config(&crate::util::frozen_clock(), PlanLimits::scale(1_000_000, None))
+        };
+        let h = Harness::with_emulator(config, &["MSFT"]).await;
+        let world = h.emulator.emulator.world().clone();
+        let today = h.clock.now().date_naive();
+        let mut pages_before = 0;
+        for horizon in horizons {
+            let mut wire = h.only(&["events_wire"]);
+            wire[0].params.backfill_days = horizon;
+            let (report, result) = h.syncer.run_once(&wire).await;
+            result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
+            let spent = report.outcomes[0].requests;
+            let from = horizon.map_or(0, |d| {
+                events::first_on_or_after(&world, today - chrono::Duration::days(d.into()))
+            });
+            let count = events::cadence(&world).count_at(world.seed, h.clock.now());
+            let truth: BTreeSet<String> = (from..count)
+                .filter_map(|n| events::event(&world, n))
+                .map(|e| e.accession.clone())
+                .collect();
+            let stored: BTreeSet<String> = h.strings("SELECT accession FROM events").await.into_iter().collect();
+            assert_eq!(stored.len(), truth.len(), "spacing {spacing}, horizon {horizon:?}");
+            assert_eq!(stored, truth, "spacing {spacing}, horizon {horizon:?}");
+            h.assert_unique("events", "accession").await;
+            // The fewest pages: every filing new to this run in pages of 200.
+            let least = ((truth.len() as u64 - pages_before) as f64 / 200.0).ceil().max(1.0) as u64;
+            println!(
+                "wire: every {spacing} min, horizon {horizon:?}: {} filings, {spent} requests, least {least}",
+                truth.len()
+            );
+            assert!(
+                spent as f64 <= (least as f64 * 1.05).ceil() + 1.0,
+                "spacing {spacing}, horizon {horizon:?}: {spent} requests where {least} pages hold the new filings"
+            );
+            pages_before = truth.len() as u64;
+        }
+    }
 }

@@ -118,6 +118,8 @@ fn text(out: &Output) -> String {
 const CLIENT_CLOCK: &[(&str, &str)] = &[
     ("macro_observations", "first_seen_at"),
     ("macro_observations", "last_seen_at"),
+    ("company_versions", "first_seen_at"),
+    ("company_versions", "last_seen_at"),
     ("regulation_coverage", "observed_at"),
 ];
 

@@ -82,6 +82,8 @@ pub struct EmulatorConfig {
     pub hostile: super::Hostile,
     /// Which of the contract's legal shapes the data routes serve.
     pub shapes: super::WireShapes,
+    /// Minutes between 8-K filings on the wire (30: 48 a day).
+    pub filing_spacing_minutes: i64,
     pub stream: StreamTiming,
     /// How long a revoked key keeps working on the data routes (spec: about 60 s).
     pub revoke_delay: chrono::Duration,
@@ -126,6 +128,7 @@ impl Default for EmulatorConfig {
             faults: Faults::default(),
             hostile: super::Hostile::default(),
             shapes: super::WireShapes::default(),
+            filing_spacing_minutes: super::events::SPACING_MINUTES,
             stream: StreamTiming::default(),
             revoke_delay: chrono::Duration::seconds(60),
         }

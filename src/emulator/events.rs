@@ -32,7 +32,8 @@ pub const FAMILIES: &[&str] = &[
     "other",
 ];
 
-const SPACING_MINUTES: i64 = 30;
+/// Minutes between filings by default: 48 a day.
+pub const SPACING_MINUTES: i64 = 30;
 
 /// Item codes a filing of each family carries; an empty list is the uncoded item.
 fn items_for(family: &str, roll: f64) -> Vec<&'static str> {
@@ -114,16 +115,18 @@ impl Event {
     }
 }
 
-/// Arrival times of filings.
-pub const CADENCE: Cadence = Cadence {
-    epoch: DateTime::from_timestamp(1_093_266_000, 0).expect("2004-08-23T13:00:00Z"),
-    spacing_ms: SPACING_MINUTES * 60_000,
-    salt: 0xE7E7,
-};
+/// Arrival times of filings in `world`, one every `filing_spacing_minutes`.
+pub fn cadence(world: &World) -> Cadence {
+    Cadence {
+        epoch: DateTime::from_timestamp(1_093_266_000, 0).expect("2004-08-23T13:00:00Z"),
+        spacing_ms: world.filing_spacing_minutes.max(1) * 60_000,
+        salt: 0xE7E7,
+    }
+}
 
 /// The first filing number accepted on or after `day`.
-pub fn first_on_or_after(day: NaiveDate) -> u64 {
-    CADENCE.first_at_or_after(day.and_hms_opt(0, 0, 0).expect("midnight").and_utc())
+pub fn first_on_or_after(world: &World, day: NaiveDate) -> u64 {
+    cadence(world).first_at_or_after(day.and_hms_opt(0, 0, 0).expect("midnight").and_utc())
 }
 
 /// Who filed filing `n`, cheap to compute: named companies by position,
@@ -162,7 +165,7 @@ pub fn event(world: &World, n: u64) -> Option<Event> {
     };
     let family = FAMILIES[(unit(seed, 0xFA, n) * FAMILIES.len() as f64) as usize % FAMILIES.len()];
     let items = items_for(family, unit(seed, 0x17, n));
-    let accepted_at = CADENCE.at(seed, n);
+    let accepted_at = cadence(world).at(seed, n);
     let cik_number: u64 = company
         .cik
         .parse()

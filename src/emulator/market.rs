@@ -29,6 +29,7 @@ impl World {
                     base_volume: 5e7,
                     dividend: None,
                     split: None,
+                    renamed: None,
                 };
                 let bars = self.daily_bars(&profile, now);
                 index_entry(ix, &profile, &bars, now.date_naive())

@@ -125,7 +125,10 @@ impl Emulator {
         let keyring = Keyring::new(config.seed, config.accounts, config.revoke_delay, config.clock.now());
         Emulator {
             state: Arc::new(AppState {
-                world: World::new(config.seed, config.generated_companies),
+                world: World {
+                    filing_spacing_minutes: config.filing_spacing_minutes,
+                    ..World::new(config.seed, config.generated_companies)
+                },
                 clock: config.clock,
                 header_form: config.header_form,
                 sales_email: config.sales_email,

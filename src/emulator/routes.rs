@@ -58,7 +58,8 @@ pub(super) async fn coverage(State(state): State<Arc<AppState>>) -> Json<serde_j
 }
 
 pub(super) async fn company(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
-    Ok(Json(company_or_404(&state, &id)?.payload()).into_response())
+    let today = state.clock.now().date_naive();
+    Ok(Json(company_or_404(&state, &id)?.payload(today)).into_response())
 }
 
 /// Start of a lookback range ending at `today`, or `None` for ALL.
@@ -321,7 +322,7 @@ pub(super) async fn company_events(
     let now = state.clock.now();
     let world = &state.world;
     let me = events::filer_of(world, &c);
-    let count = events::CADENCE.count_at(world.seed, now);
+    let count = events::cadence(world).count_at(world.seed, now);
     let list: Vec<serde_json::Value> = events::numbers(0, count, true)
         .filter(|n| me == Some(events::filer(world, *n)))
         .take(limit.map_or(usize::MAX, |l| l as usize))
@@ -393,11 +394,11 @@ pub(super) async fn events_wire(
     let with_counts = query.get("counts").map(String::as_str) == Some("1");
     let now = state.clock.now();
     let world = &state.world;
-    let count = events::CADENCE.count_at(world.seed, now);
-    let lo = from.map_or(0, events::first_on_or_after).min(count);
+    let count = events::cadence(world).count_at(world.seed, now);
+    let lo = from.map_or(0, |d| events::first_on_or_after(world, d)).min(count);
     let hi = to
         .and_then(|d| d.succ_opt())
-        .map_or(count, |d| (events::first_on_or_after(d) + 1).min(count));
+        .map_or(count, |d| (events::first_on_or_after(world, d) + 1).min(count));
     let mut total = 0usize;
     let mut page = Vec::new();
     let mut counts: HashMap<&'static str, u64> = HashMap::new();
@@ -436,7 +437,7 @@ pub(super) async fn events_latest(
     let families = families_param(&query)?;
     let now = state.clock.now();
     let world = &state.world;
-    let list: Vec<serde_json::Value> = events::numbers(0, events::CADENCE.count_at(world.seed, now), true)
+    let list: Vec<serde_json::Value> = events::numbers(0, events::cadence(world).count_at(world.seed, now), true)
         .filter_map(|n| events::event(world, n))
         .filter(|e| families.as_ref().is_none_or(|f| f.iter().any(|x| x == e.family)))
         .take(limit)

@@ -71,14 +71,21 @@ pub struct CompanyProfile {
     pub dividend: Option<DividendPolicy>,
     /// A split on this date by this ratio (2.0 = two for one); bars are split-adjusted.
     pub split: Option<(NaiveDate, f64)>,
+    /// A new name from this date on, as a company payload shows it.
+    pub renamed: Option<(NaiveDate, &'static str)>,
 }
 
 impl CompanyProfile {
-    pub fn payload(&self) -> Company {
+    /// The company's payload as served on `today`.
+    pub fn payload(&self, today: NaiveDate) -> Company {
+        let name = match self.renamed {
+            Some((from, renamed)) if today >= from => renamed.to_owned(),
+            _ => self.name.clone(),
+        };
         Company {
             cik: self.cik.clone(),
             symbol: Some(self.symbol.clone()),
-            name: Some(self.name.clone()),
+            name: Some(name),
             market: Some(self.market.clone()),
             currency: Some(self.currency.clone()),
             predecessors: self.predecessors.clone(),
@@ -103,6 +110,10 @@ struct Named {
     dividend: Option<(u32, (i32, u32, u32), f64)>,
     split: Option<((i32, u32, u32), f64)>,
 }
+
+/// Renames, so that a client refreshing company payloads has something to
+/// find: the company, the day, the new name.
+const RENAMES: &[(&str, (i32, u32, u32), &str)] = &[("0000726728", (2026, 12, 1), "Realty Income Corp.")];
 
 /// Well-known issuers, so demos and docs read naturally; everything about them is synthetic.
 const NAMED: &[Named] = &[
@@ -266,11 +277,17 @@ pub struct World {
     pub seed: u64,
     /// How many generated companies exist beside the named ones.
     pub generated: u64,
+    /// Minutes between 8-K filings on the wire.
+    pub filing_spacing_minutes: i64,
 }
 
 impl World {
     pub fn new(seed: u64, generated: u64) -> World {
-        World { seed, generated }
+        World {
+            seed,
+            generated,
+            filing_spacing_minutes: super::events::SPACING_MINUTES,
+        }
     }
 
     fn named(&self, n: &Named) -> CompanyProfile {
@@ -294,6 +311,10 @@ impl World {
                 annual_raise: 0.06 + 0.06 * unit(self.seed, h, 4),
             }),
             split: n.split.map(|(date, ratio)| (d(date.0, date.1, date.2), ratio)),
+            renamed: RENAMES
+                .iter()
+                .find(|(cik, _, _)| *cik == n.cik)
+                .map(|(_, (y, m, day), name)| (d(*y, *m, *day), *name)),
         }
     }
 
@@ -321,6 +342,7 @@ impl World {
                 annual_raise: 0.1 * unit(self.seed, h, 9),
             }),
             split: (unit(self.seed, h, 10) < 0.2).then(|| (listed + Duration::days(2000), 2.0)),
+            renamed: None,
         }
     }
 

@@ -1,5 +1,7 @@
 //! `GET /companies/{id}`: the company payload that fixes a configured
-//! identifier's canonical `company_key`.
+//! identifier's canonical `company_key`, asked again each time the pipeline
+//! runs; every version of a payload is kept with when it was first and last
+//! seen, so a rename or a new predecessor shows when it happened.
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -34,11 +36,30 @@ table! {
     load: LoadRule::Upsert,
 }
 
+table! {
+    /// Each distinct payload a company has had: `version` is a digest of
+    /// its fields, `first_seen_at` when fdsync first saw it (the change, as
+    /// near as the refresh schedule tells), `last_seen_at` when last.
+    pub const COMPANY_VERSIONS: CompanyVersionRow = "company_versions" {
+        company_key: Text,
+        version: Text,
+        symbol: Text,
+        name: Text,
+        market: Text,
+        currency: Text,
+        predecessors: TextList,
+        first_seen_at: Timestamp,
+        last_seen_at: Timestamp,
+    }
+    key: &["company_key", "version"],
+    load: LoadRule::History,
+}
+
 pub static FEED: Feed = Feed {
     name: "companies",
     route: "/api/v1/companies/{company}",
     auth: true,
-    tables: &[&COMPANIES],
+    tables: &[&COMPANIES, &COMPANY_VERSIONS],
     fetch: Fetch::Universe(read_key),
     params: &[],
     check: nothing_more,
@@ -67,5 +88,32 @@ pub fn read(rows: &mut Rows, raw: &RawValue) -> Option<Company> {
         predecessors: &company.predecessors,
     };
     rows.push(row, raw.get());
+    let version = CompanyVersionRow {
+        company_key: Some(&company.cik),
+        version: Some(&version_of(&company)),
+        symbol: company.symbol.as_deref(),
+        name: company.name.as_deref(),
+        market: company.market.as_deref(),
+        currency: company.currency.as_deref(),
+        predecessors: &company.predecessors,
+        first_seen_at: Some(rows.fetched_at),
+        last_seen_at: Some(rows.fetched_at),
+    };
+    rows.push(version, raw.get());
     Some(company)
+}
+
+/// A digest of the fields a company's identity is made of: equal payloads,
+/// equal versions, whatever their key order or unknown fields.
+fn version_of(company: &Company) -> String {
+    use sha2::{Digest, Sha256};
+    let fields = serde_json::json!([
+        company.symbol,
+        company.name,
+        company.market,
+        company.currency,
+        company.predecessors
+    ]);
+    let digest = Sha256::digest(fields.to_string().as_bytes());
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }

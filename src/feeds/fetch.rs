@@ -86,12 +86,13 @@ impl Fetch {
     }
 
     /// The fewest requests a run of the engine sends, before it knows what
-    /// changed: texts wait on the parent table, the universe on what is
-    /// resolved, and a country's list leads to one history at least.
+    /// changed: texts wait on the parent table, and a country's list leads
+    /// to one history at least.
     pub fn least_requests(&self, companies: u64, countries: u64) -> u64 {
         match self {
-            Fetch::Universe(_) | Fetch::ParentTexts(_) => 0,
-            Fetch::PerCompany(_)
+            Fetch::ParentTexts(_) => 0,
+            Fetch::Universe(_)
+            | Fetch::PerCompany(_)
             | Fetch::CompanyCursor(_)
             | Fetch::CompanyIndex(_)
             | Fetch::DocumentsAndSections(_) => companies,
@@ -235,9 +236,10 @@ pub struct Entry {
 
 /// [`Fetch::OffsetWindows`].
 pub struct Windows {
-    /// The query (without `?`) of one page of one day's window.
-    pub query: fn(day: NaiveDate, limit: u32, offset: u64) -> String,
-    /// A page as rows: how many records it held, and the window's total.
+    /// The query (without `?`) of one page of the records dated `from`
+    /// (open: from the start) to `to`, inclusive, newest or oldest first.
+    pub query: fn(from: Option<NaiveDate>, to: NaiveDate, newest_first: bool, limit: u32, offset: u64) -> String,
+    /// A page as rows: its records and the window's total.
     pub read: fn(&mut Rows, body: &[u8]) -> Result<WindowPage, String>,
     pub stored: &'static Stored,
     pub pending: &'static Pending,
@@ -246,7 +248,8 @@ pub struct Windows {
 /// [`Windows::read`].
 #[derive(Debug)]
 pub struct WindowPage {
-    pub count: usize,
+    /// Each record's key and date, in the page's order.
+    pub records: Vec<(String, Option<NaiveDate>)>,
     pub total: Option<u64>,
 }
 

@@ -95,7 +95,7 @@ pub static FEED: Feed = Feed {
     name: "macro",
     route: "/api/v1/countries/{country}",
     auth: true,
-    tables: &[&MACRO_COUNTRIES, &MACRO_SERIES, &MACRO_OBSERVATIONS],
+    tables: &[&MACRO_SERIES, &MACRO_OBSERVATIONS, &MACRO_COUNTRIES],
     fetch: Fetch::PerCountry(PerCountry {
         list: read_list,
         read: read_history,

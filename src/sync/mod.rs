@@ -32,6 +32,7 @@ use crate::upstream::{Access, Client, UpstreamError, encode};
 use self::commit::{FetchedTx, goes_on, send_fetched, unless_cancelled};
 pub use self::report::{PipelineOutcome, RunStatus, SyncReport};
 pub use self::stream::StreamReport;
+pub use self::windows::PENDING_LOOKBACK_DAYS;
 
 /// Why a run could not finish; each maps to an exit code of the operator contract.
 #[derive(Debug, thiserror::Error)]
@@ -323,11 +324,15 @@ impl Syncer {
         universe: &mut Option<Vec<Member>>,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
-        if universe.is_none() {
-            *universe = Some(self.resolve_universe(run_id, progress).await?);
-        }
         if pipeline.resolves_universe() {
+            *universe = Some(
+                self.resolve_universe(run_id, Some(&pipeline.schedule), progress)
+                    .await?,
+            );
             return Ok(());
+        }
+        if universe.is_none() {
+            *universe = Some(self.resolve_universe(run_id, None, progress).await?);
         }
         let checkpoints = self.checkpoints_of(pipeline).await?;
         let members = planner::stalest_first(universe.clone().unwrap_or_default(), |m| {

@@ -1,5 +1,7 @@
 //! The universe engine ([`Fetch::Universe`]): each configured identifier
-//! resolved once to its canonical `company_key`, aliases of one company merged.
+//! resolved once to its canonical `company_key`, aliases of one company
+//! merged; and, when the universe's own pipeline runs, every company's
+//! payload asked again, so renames and predecessor changes land.
 
 use futures::StreamExt;
 
@@ -12,13 +14,16 @@ use crate::upstream::{Access, UpstreamError, encode};
 impl Syncer {
     /// Maps every configured identifier to its canonical `company_key`, asking the
     /// service only about identifiers never resolved before, and drops duplicates
-    /// (`MSFT` and `789019` are one company). The lookups run `concurrency` at a
+    /// (`MSFT` and `789019` are one company). With `refresh`, every company
+    /// last asked before the schedule's latest firing is asked again too,
+    /// once by its key, the longest unasked first. The lookups run `concurrency` at a
     /// time and commit in groups as they arrive, like any per-company pipeline:
     /// one at a time, each in its own commit, a first sync of 2,000 companies
     /// spent most of a minute here (BENCHMARKS.md, Cold start).
     pub(super) async fn resolve_universe(
         &self,
         run_id: &str,
+        refresh: Option<&crate::pipeline::Schedule>,
         progress: &mut Progress,
     ) -> Result<Vec<Member>, SyncError> {
         let known = self.sink.call(|s| s.checkpoints(UNIVERSE_PIPELINE)).await??;
@@ -36,9 +41,28 @@ impl Syncer {
             return Err(SyncError::Other("no feed resolves the universe".into()));
         };
         let mut asked = std::collections::HashSet::new();
-        let lookups = ids
-            .iter()
-            .filter(|id| !known.contains_key(*id) && asked.insert(*id))
+        let unknown = ids.iter().filter(|id| !known.contains_key(*id));
+        // When each company was last asked, on the run's clock: its refresh
+        // checkpoint, else when its identifiers were resolved.
+        let now = self.clock.now();
+        let last_asked = |key: &str| {
+            known
+                .get(&refreshed_partition(key))
+                .and_then(|c| c.cursor.parse::<chrono::DateTime<chrono::Utc>>().ok())
+                .or_else(|| known.values().filter(|c| c.cursor == key).map(|c| c.updated_at).max())
+        };
+        let mut stale: Vec<_> = match refresh {
+            Some(schedule) => members_of(&ids, &known)
+                .into_iter()
+                .map(|m| (last_asked(&m.key), m.key))
+                .filter(|(asked, _)| asked.is_none_or(|t| schedule.next_after(&t).is_some_and(|fired| fired <= now)))
+                .collect(),
+            None => Vec::new(),
+        };
+        stale.sort();
+        let lookups = unknown
+            .chain(stale.iter().map(|(_, key)| key))
+            .filter(|id| asked.insert(*id))
             .map(|id| {
                 let route = route.replace("{company}", &encode(id));
                 async move {
@@ -67,12 +91,22 @@ impl Syncer {
                     // A company without its key is quarantined: its rows commit, it joins no pipeline.
                     Ok(f) => {
                         let (rows, company_key) = f.value;
-                        let checkpoints = company_key.map(|company_key| Checkpoint {
-                            pipeline: UNIVERSE_PIPELINE.into(),
-                            partition: id.clone(),
-                            cursor: company_key,
+                        let asked_at = rows.fetched_at;
+                        let checkpoints = company_key.into_iter().flat_map(|company_key| {
+                            [
+                                Checkpoint {
+                                    pipeline: UNIVERSE_PIPELINE.into(),
+                                    partition: refreshed_partition(&company_key),
+                                    cursor: asked_at.to_rfc3339(),
+                                },
+                                Checkpoint {
+                                    pipeline: UNIVERSE_PIPELINE.into(),
+                                    partition: id.clone(),
+                                    cursor: company_key,
+                                },
+                            ]
                         });
-                        Ok((rows, checkpoints.into_iter().collect()))
+                        Ok((rows, checkpoints.collect()))
                     }
                     Err(UpstreamError::NotFound { .. }) => {
                         noted.problems.push(format!(
@@ -93,6 +127,11 @@ impl Syncer {
         let known = self.sink.call(|s| s.checkpoints(UNIVERSE_PIPELINE)).await??;
         Ok(members_of(&ids, &known))
     }
+}
+
+/// The checkpoint partition holding when a company was last asked.
+fn refreshed_partition(company_key: &str) -> String {
+    format!("asked:{company_key}")
 }
 
 /// The configured identifiers' companies, in the configured order, each once.

@@ -1,6 +1,14 @@
 //! The offset-windows engine ([`Fetch::OffsetWindows`](crate::feeds::Fetch::OffsetWindows)):
-//! a market-wide list read one day at a time, oldest first, each day paged
-//! by offset.
+//! a market-wide list filtered by date, read in windows as wide as the
+//! service's order allows, so a sparse stretch of years costs a page and a
+//! busy day is paged. Each run reads what is fresh first (oldest first, from
+//! the last day read to today), then backfills newest first toward the
+//! horizon (none by default: everything the service serves).
+//!
+//! Pages overlap by one record: the first record of a page must be the last
+//! of the one before, or the list moved under the reader (a filing landed
+//! inside the window) and the window starts again from the last day known
+//! complete. Arrivals at the head of an oldest-first read only lengthen it.
 
 use chrono::{Duration, NaiveDate};
 
@@ -13,23 +21,35 @@ use crate::upstream::Access;
 
 /// How far back a stored record still pending (a gated headline) pulls the
 /// next window: the service fills it in within hours.
-pub(super) const PENDING_LOOKBACK_DAYS: i64 = 7;
-/// Reads of one day whose total keeps moving before it is taken as read.
-const DAY_ATTEMPTS: u32 = 3;
+pub const PENDING_LOOKBACK_DAYS: i64 = 7;
+/// The checkpoint of the backfill: the oldest day from which every later day
+/// is stored, or [`BACKFILL_COMPLETE`].
+pub const BACKFILL_PARTITION: &str = "backfill";
+/// The backfill's cursor once the service has nothing older.
+pub const BACKFILL_COMPLETE: &str = "complete";
+/// Times one read may start again because the list moved under it.
+const MOST_RESTARTS: u32 = 8;
+
+/// Which way a read goes, and which checkpoint it moves.
+#[derive(Clone, Copy, PartialEq)]
+enum Direction {
+    /// Oldest first up to today; the checkpoint is the last day read whole.
+    Fresh,
+    /// Newest first down to the horizon; the checkpoint is the oldest day
+    /// from which everything later is stored.
+    Backfill,
+}
 
 /// A page mapped to rows.
 struct WindowRows {
     rows: Rows,
+    records: Vec<(String, Option<NaiveDate>)>,
     total: Option<u64>,
-    count: usize,
     /// The body's hash: a page that repeats the one before it ignored the offset.
     digest: u64,
 }
 
 impl Syncer {
-    /// A day whose `total` moved while it was read is read again: arrivals
-    /// can land anywhere in an offset order, and a repeat is harmless (rows
-    /// are keyed).
     pub(super) async fn run_windows(
         &self,
         pipeline: &Pipeline,
@@ -39,81 +59,299 @@ impl Syncer {
     ) -> Result<(), SyncError> {
         let checkpoints = self.checkpoints_of(pipeline).await?;
         let today = self.clock.now().date_naive();
-        let limit = pipeline.params.page_limit.unwrap_or(200);
-        let horizon = today - Duration::days(i64::from(pipeline.params.backfill_days.unwrap_or(7)));
-        let mut start = checkpoints
+        let horizon = pipeline
+            .params
+            .backfill_days
+            .map(|days| today - Duration::days(i64::from(days)));
+        let fresh = checkpoints
             .get("")
-            .and_then(|c| c.cursor.parse::<NaiveDate>().ok())
-            .map_or(horizon, |done| done - Duration::days(1));
-        let lookback = today - Duration::days(PENDING_LOOKBACK_DAYS);
-        let (stored, pending) = (feed.stored, feed.pending);
-        let pending = self
-            .sink
-            .call(move |s| s.earliest_pending(stored, pending, lookback))
-            .await??;
-        if let Some(day) = pending {
-            start = start.min(day);
+            .map(|c| (ReadPosition::parse(&c.cursor), c.cursor.contains('@')));
+        let read_through = fresh.as_ref().map(|(p, _)| p.from);
+        let backfilled = checkpoints.get(BACKFILL_PARTITION).map(|c| c.cursor.clone());
+        if let Some((position, exact)) = fresh {
+            // Where the last read stopped; from the oldest day still
+            // pending instead, so its record is read again.
+            let lookback = today - Duration::days(PENDING_LOOKBACK_DAYS);
+            let (stored, pending) = (feed.stored, feed.pending);
+            let pending = self
+                .sink
+                .call(move |s| s.earliest_pending(stored, pending, lookback))
+                .await??;
+            let (from, start) = match (pending, position.last) {
+                (Some(day), _) => (day.min(position.from), None),
+                (None, Some(last)) => (position.from, Some(last)),
+                (None, None) if exact => (position.from, None),
+                // A bare day was read through: from the day before it.
+                (None, None) => (position.from - Duration::days(1), None),
+            };
+            self.read_window(
+                pipeline,
+                feed,
+                run_id,
+                Direction::Fresh,
+                false,
+                Some(from),
+                today,
+                start,
+                progress,
+            )
+            .await?;
         }
+        // A first run backfills from today; a warehouse from before the
+        // backfill checkpoint existed, from the day it had read through.
+        let oldest = match (backfilled.as_deref(), read_through) {
+            (Some(BACKFILL_COMPLETE), _) => return Ok(()),
+            (Some(day), _) => day.parse::<NaiveDate>().ok(),
+            (None, Some(done)) => Some(done),
+            (None, None) => today.succ_opt(),
+        };
+        let Some(to) = oldest.and_then(|d| d.pred_opt()) else {
+            return Ok(());
+        };
+        if horizon.is_some_and(|h| to < h) {
+            return Ok(());
+        }
+        let first_run = read_through.is_none();
+        self.read_window(
+            pipeline,
+            feed,
+            run_id,
+            Direction::Backfill,
+            first_run,
+            horizon,
+            to,
+            None,
+            progress,
+        )
+        .await
+    }
+
+    /// Reads every record dated `from` to `to`, a page at a time, each page
+    /// committed with how far the read is known complete.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_window(
+        &self,
+        pipeline: &Pipeline,
+        feed: &Windows,
+        run_id: &str,
+        direction: Direction,
+        first_run: bool,
+        mut from: Option<NaiveDate>,
+        mut to: NaiveDate,
+        start: Option<LastRead>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let limit = pipeline.params.page_limit.unwrap_or(200);
+        let newest_first = direction == Direction::Backfill;
         let read = feed.read;
-        let mut day = start;
-        while day <= today {
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                let mut offset = 0u64;
-                let mut first_total = None;
-                let mut previous = None;
-                let settled = loop {
-                    let route = format!("{}?{}", pipeline.route, (feed.query)(day, limit, offset));
-                    let fetched = self
-                        .client
-                        .get(&route, Access::Key, |body| {
-                            let mut rows = Rows::new(run_id, &route, self.clock.now());
-                            let page = read(&mut rows, body)?;
-                            Ok(WindowRows {
-                                rows,
-                                total: page.total,
-                                count: page.count,
-                                digest: {
-                                    use std::hash::{Hash, Hasher};
-                                    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-                                    body.hash(&mut hasher);
-                                    hasher.finish()
-                                },
-                            })
-                        })
-                        .await
-                        .map_err(upstream_error)?;
-                    let page = fetched.value;
-                    if page.count > 0 && previous.replace(page.digest) == Some(page.digest) {
-                        return Err(SyncError::Other(format!(
-                            "{route}: the service sent the same page for offsets {} and {offset}; stopped rather than page through it again",
-                            offset.saturating_sub(page.count as u64)
-                        )));
-                    }
-                    first_total.get_or_insert(page.total);
-                    offset += page.count as u64;
-                    let done = page.count == 0 || page.total.is_none_or(|t| offset >= t);
-                    // The day is complete once its total held still while it was
-                    // read (or after the last attempt): its last page carries it.
-                    let settled = done && (first_total == Some(page.total) || attempt == DAY_ATTEMPTS);
-                    let checkpoint = settled.then(|| Checkpoint {
-                        pipeline: pipeline.name.clone(),
-                        partition: String::new(),
-                        cursor: day.to_string(),
-                    });
-                    self.commit(run_id, page.rows, checkpoint, progress).await?;
-                    if done {
-                        break settled;
-                    }
-                };
-                if settled {
-                    break;
-                }
-                tracing::info!(message = "Day changed while read; reading it again.", %day);
+        // Where the read is: the offset past the last record read, and that
+        // record (the next page starts with it).
+        let mut offset = start.as_ref().map_or(0, |s| s.offset);
+        let mut last: Option<(String, Option<NaiveDate>)> = start.map(|s| (s.key, Some(s.date)));
+        // Whether every record so far was dated and in date order: only then
+        // does a page tell which days it completes.
+        let mut in_date_order = true;
+        let mut previous_digest = None;
+        let mut restarts = 0;
+        let (first_from, first_to) = (from, to);
+        let mut marks_fresh = first_run.then_some(to);
+        loop {
+            let asked = if last.is_some() { offset - 1 } else { offset };
+            let route = format!(
+                "{}?{}",
+                pipeline.route,
+                (feed.query)(from, to, newest_first, limit, asked)
+            );
+            let fetched = self
+                .client
+                .get(&route, Access::Key, |body| {
+                    let mut rows = Rows::new(run_id, &route, self.clock.now());
+                    let page = read(&mut rows, body)?;
+                    Ok(WindowRows {
+                        rows,
+                        records: page.records,
+                        total: page.total,
+                        digest: {
+                            use std::hash::{Hash, Hasher};
+                            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                            body.hash(&mut hasher);
+                            hasher.finish()
+                        },
+                    })
+                })
+                .await
+                .map_err(upstream_error)?;
+            let page = fetched.value;
+            if !page.records.is_empty() && previous_digest.replace(page.digest) == Some(page.digest) {
+                return Err(SyncError::Other(format!(
+                    "{route}: the service sent the same page for two offsets; stopped rather than page through it again"
+                )));
             }
-            day += Duration::days(1);
+            if let Some((key, date)) = &last
+                && page.records.first().map(|r| &r.0) != Some(key)
+            {
+                // The list moved under the read: again from the last day
+                // known complete (the whole window when dates cannot tell).
+                restarts += 1;
+                if restarts > MOST_RESTARTS {
+                    return Err(SyncError::Other(format!(
+                        "{route}: the list kept moving while it was read ({MOST_RESTARTS} restarts); the next run goes on"
+                    )));
+                }
+                tracing::info!(message = "The list moved while it was read; reading on from the last whole day.", %route);
+                self.commit(run_id, page.rows, None, progress).await?;
+                match (*date, in_date_order, direction) {
+                    (Some(day), true, Direction::Fresh) => from = Some(day),
+                    (Some(day), true, Direction::Backfill) => to = day,
+                    _ => (from, to) = (first_from, first_to),
+                }
+                (offset, last, previous_digest) = (0, None, None);
+                continue;
+            }
+            let count = page.records.len() as u64;
+            offset = asked + count;
+            let boundary = last.as_ref().and_then(|l| l.1);
+            for (_, date) in &page.records {
+                in_date_order &= match (date, boundary) {
+                    (None, _) => false,
+                    (Some(d), Some(b)) if newest_first => *d <= b,
+                    (Some(d), Some(b)) => *d >= b,
+                    (Some(_), None) => true,
+                };
+            }
+            in_date_order &= page.records.windows(2).all(|w| match (w[0].1, w[1].1) {
+                (Some(a), Some(b)) => {
+                    if newest_first {
+                        a >= b
+                    } else {
+                        a <= b
+                    }
+                }
+                _ => false,
+            });
+            let done = count < u64::from(limit) || page.total.is_some_and(|t| offset >= t);
+            let cursor = match (done, direction) {
+                // Where the next run goes on: this window, past this record.
+                (_, Direction::Fresh) => match (page.records.last().or(last.as_ref()), from) {
+                    (Some((key, Some(date))), Some(from)) => Some(
+                        ReadPosition {
+                            from,
+                            last: Some(LastRead {
+                                offset,
+                                key: key.clone(),
+                                date: *date,
+                            }),
+                        }
+                        .to_string(),
+                    ),
+                    _ if done => Some(to.to_string()),
+                    _ => None,
+                },
+                (true, Direction::Backfill) => Some(from.map_or(BACKFILL_COMPLETE.to_owned(), |d| d.to_string())),
+                // Days past the last record's are read whole, when in order.
+                (false, Direction::Backfill) if in_date_order => page
+                    .records
+                    .last()
+                    .and_then(|r| r.1)
+                    .and_then(|d| d.succ_opt())
+                    .map(|d| d.to_string()),
+                (false, Direction::Backfill) => None,
+            };
+            let checkpoint = cursor.map(|cursor| Checkpoint {
+                pipeline: pipeline.name.clone(),
+                partition: match direction {
+                    Direction::Fresh => String::new(),
+                    Direction::Backfill => BACKFILL_PARTITION.into(),
+                },
+                cursor,
+            });
+            let mut checkpoints: Vec<Checkpoint> = checkpoint.into_iter().collect();
+            // A first run's first page is the fresh read too: later runs
+            // read forward from the day it began.
+            if let Some(day) = marks_fresh.take() {
+                checkpoints.push(Checkpoint {
+                    pipeline: pipeline.name.clone(),
+                    partition: String::new(),
+                    cursor: format!("{day}@"),
+                });
+            }
+            self.commit_pages(run_id, vec![page.rows], checkpoints, progress, false)
+                .await?;
+            if done {
+                return Ok(());
+            }
+            last = page.records.last().cloned();
         }
-        Ok(())
+    }
+}
+
+/// The record a fresh read stopped after, and its offset past it in the
+/// window it was read in.
+#[derive(Debug, Clone, PartialEq)]
+struct LastRead {
+    offset: u64,
+    key: String,
+    date: NaiveDate,
+}
+
+/// The fresh read's checkpoint: `2026-11-20@437@2026-11-25@0000320193-26-000123`
+/// (the window's first day, the offset past the last record, its date and
+/// key), `2026-11-25@` (read from that day next), or a bare day read
+/// through (warehouses from before).
+#[derive(Debug, Clone, PartialEq)]
+struct ReadPosition {
+    from: NaiveDate,
+    last: Option<LastRead>,
+}
+
+impl ReadPosition {
+    /// A cursor that does not parse starts from today's re-read.
+    fn parse(cursor: &str) -> ReadPosition {
+        let mut parts = cursor.splitn(4, '@');
+        let day = |s: Option<&str>| s.and_then(|s| s.parse::<NaiveDate>().ok());
+        let from = day(parts.next()).unwrap_or_else(|| chrono::Utc::now().date_naive());
+        let last = match (
+            parts.next().and_then(|o| o.parse().ok()),
+            day(parts.next()),
+            parts.next(),
+        ) {
+            (Some(offset), Some(date), Some(key)) if offset > 0 => Some(LastRead {
+                offset,
+                key: key.to_owned(),
+                date,
+            }),
+            _ => None,
+        };
+        ReadPosition { from, last }
+    }
+}
+
+impl std::fmt::Display for ReadPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match &self.last {
+            Some(l) => write!(f, "{}@{}@{}@{}", self.from, l.offset, l.date, l.key),
+            None => write!(f, "{}", self.from),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_position_reads_back_as_written() {
+        let day = |s: &str| s.parse::<NaiveDate>().unwrap();
+        let position = ReadPosition {
+            from: day("2026-11-20"),
+            last: Some(LastRead {
+                offset: 437,
+                key: "0000320193-26-000123".into(),
+                date: day("2026-11-25"),
+            }),
+        };
+        assert_eq!(ReadPosition::parse(&position.to_string()), position);
+        let bare = ReadPosition::parse("2026-11-24");
+        assert_eq!((bare.from, bare.last), (day("2026-11-24"), None));
     }
 }

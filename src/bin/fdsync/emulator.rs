@@ -58,6 +58,10 @@ pub struct EmulatorArgs {
     /// an unnamed field in every object). For testing clients.
     #[arg(long, value_name = "SHAPES", default_value = "contract", value_parser = emulator::WireShapes::parse)]
     shapes: emulator::WireShapes,
+    /// Minutes between 8-K filings on the wire, from 2004 on: 30 is 48 a
+    /// day; 2880 a sparse wire (one every two days), 5 a dense one (288 a day).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(i64).range(1..=525_600))]
+    filing_spacing_minutes: i64,
     /// Serve the admin interface (create, rotate and revoke keys; advance the
     /// simulated clock; set faults; counters) on this address. Not part of the
     /// public API: keep it on loopback. See docs/emulator.md.
@@ -92,6 +96,7 @@ pub async fn run(args: EmulatorArgs) -> Result<()> {
         faults: args.faults.unwrap_or_default(),
         hostile: args.hostile.unwrap_or_default(),
         shapes: args.shapes,
+        filing_spacing_minutes: args.filing_spacing_minutes,
         stream: emulator::StreamTiming {
             ping: std::time::Duration::from_secs_f64(args.stream_ping_secs.max(0.01)),
             close_after: std::time::Duration::from_secs_f64(args.stream_close_secs.max(0.01)),

@@ -227,6 +227,8 @@ fn floors(
         .date_naive();
     let first_table = pipeline.feed.tables[0];
     Ok(match &pipeline.feed.fetch {
+        // Each identifier resolved once; a company is asked again only once
+        // the schedule fires after that (not within a frozen-clock bench).
         Fetch::Universe(_) => (identifiers, 0),
         Fetch::Cursor(_) => {
             let (pages, _) = s.pages(first_table, LARGEST_PAGE, None, Some(&pipeline.route), None)?;
@@ -244,17 +246,38 @@ fn floors(
             (pages + companies.saturating_sub(with_rows), companies)
         }
         Fetch::OffsetWindows(windows) => {
-            let days = u64::from(pipeline.params.backfill_days.unwrap_or(7));
-            let from = today - chrono::Duration::days(days as i64);
+            // Every record from the horizon (none: all) in full pages; again,
+            // those from the first day with a record still pending (only a
+            // read of its day shows it filled in), one page at least.
             let dated = windows.stored.dated;
-            let (pages, filled) = s.pages(
+            let from = pipeline
+                .params
+                .backfill_days
+                .map_or(chrono::NaiveDate::from_ymd_opt(1900, 1, 1).expect("a date"), |days| {
+                    today - chrono::Duration::days(i64::from(days))
+                });
+            let (pages, _) = s.pages(
                 windows.stored.table,
                 LARGEST_PAGE,
-                Some(dated),
+                None,
                 None,
                 Some((dated, from, today)),
             )?;
-            (pages + (days + 1).saturating_sub(filled), 1)
+            let lookback = today - chrono::Duration::days(fdsync::sync::PENDING_LOOKBACK_DAYS);
+            let again = match s.earliest_pending(windows.stored, windows.pending, lookback)? {
+                Some(day) => {
+                    s.pages(
+                        windows.stored.table,
+                        LARGEST_PAGE,
+                        None,
+                        None,
+                        Some((dated, day, today)),
+                    )?
+                    .0
+                }
+                None => 1,
+            };
+            (pages.max(1), again.max(1))
         }
         Fetch::ParentTexts(texts) => (s.row_count(texts.texts.table.name)?.max(0) as u64, 0),
         Fetch::DocumentsAndSections(parts) => (
@@ -279,9 +302,22 @@ fn floors(
     })
 }
 
+/// A wire of its own density read alone: minutes between filings, and the
+/// wire's horizon (none: everything since 2004).
+#[derive(Clone, Copy)]
+pub struct WireCase {
+    pub filing_spacing_minutes: i64,
+    pub backfill_days: Option<u32>,
+}
+
 /// A first full sync and a no-change incremental sync of `universe`, against
-/// an in-process emulator on loopback (Build plan, frozen clock).
-pub async fn count_requests(config: &fdsync::config::Config, universe: Vec<String>) -> anyhow::Result<RequestCount> {
+/// an in-process emulator on loopback (Build plan, frozen clock); with
+/// `wire`, of the wire alone.
+pub async fn count_requests(
+    config: &fdsync::config::Config,
+    universe: Vec<String>,
+    wire: Option<WireCase>,
+) -> anyhow::Result<RequestCount> {
     use fdsync::clock::Clock;
     use fdsync::emulator::{self, EmulatorConfig};
 
@@ -290,6 +326,9 @@ pub async fn count_requests(config: &fdsync::config::Config, universe: Vec<Strin
         EmulatorConfig {
             clock: clock.clone(),
             generated_companies: 5000,
+            filing_spacing_minutes: wire.map_or(EmulatorConfig::default().filing_spacing_minutes, |w| {
+                w.filing_spacing_minutes
+            }),
             ..EmulatorConfig::default()
         },
         std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -299,8 +338,14 @@ pub async fn count_requests(config: &fdsync::config::Config, universe: Vec<Strin
     let dir = tempfile_dir()?;
     let mut config = config.clone();
     config.universe.companies = universe;
-    let (syncer, pipelines) =
+    let (syncer, mut pipelines) =
         fdsync::demo::local_syncer(&running, config.clone(), &dir.join("bench.duckdb"), clock).await?;
+    if let Some(wire) = wire {
+        pipelines.retain(|p| matches!(p.feed.fetch, fdsync::feeds::Fetch::OffsetWindows(_)));
+        for p in &mut pipelines {
+            p.params.backfill_days = wire.backfill_days;
+        }
+    }
     let sink = syncer.sink.clone();
     let mut runs = Vec::new();
     for _ in 0..2 {
@@ -390,7 +435,7 @@ pub async fn requests(config: &fdsync::config::Config, sizes: &[usize], out: &mu
         } else {
             format!("config ({} ids)", universe.len())
         };
-        let count = count_requests(config, universe).await?;
+        let count = count_requests(config, universe, None).await?;
         for (sync, rows) in [("first", &count.first), ("no-change", &count.incremental)] {
             let spent: u64 = rows.iter().map(|r| r.1).sum();
             let least: u64 = rows.iter().map(|r| r.2).sum();
@@ -402,6 +447,35 @@ pub async fn requests(config: &fdsync::config::Config, sizes: &[usize], out: &mu
                 spent as f64 / least.max(1) as f64,
                 count.throttled,
                 detail.join(", ")
+            )?;
+        }
+        out.flush()?;
+    }
+    for (label, wire) in [
+        (
+            "sparse wire: a filing every 2 days since 2004, no horizon",
+            WireCase {
+                filing_spacing_minutes: 2880,
+                backfill_days: None,
+            },
+        ),
+        (
+            "dense wire: 288 filings a day, 30-day horizon",
+            WireCase {
+                filing_spacing_minutes: 5,
+                backfill_days: Some(30),
+            },
+        ),
+    ] {
+        let count = count_requests(config, config.universe.companies.clone(), Some(wire)).await?;
+        for (sync, rows) in [("first", &count.first), ("no-change", &count.incremental)] {
+            let spent: u64 = rows.iter().map(|r| r.1).sum();
+            let least: u64 = rows.iter().map(|r| r.2).sum();
+            writeln!(
+                out,
+                "| {label} | {sync} | {spent} | {least} | {:.2} | {} | events_wire |",
+                spent as f64 / least.max(1) as f64,
+                count.throttled,
             )?;
         }
         out.flush()?;
