@@ -40,6 +40,21 @@ pub struct PipelineStatus {
     pub checkpoint_updated_at: Option<DateTime<Utc>>,
     /// When the schedule fires next.
     pub next_run_at: Option<DateTime<Utc>>,
+    /// A backfill's progress, where the pipeline has one.
+    pub backfill: Option<BackfillStatus>,
+}
+
+/// How far a backfill has reached back, and what is left by the service's
+/// own count.
+#[derive(Debug, Serialize)]
+pub struct BackfillStatus {
+    pub complete: bool,
+    /// The oldest day from which every later record is stored.
+    pub reached: Option<chrono::NaiveDate>,
+    /// Older records the service counted when the backfill got there.
+    pub records_left: Option<u64>,
+    /// Those records in pages of the pipeline's page size: the requests left.
+    pub requests_left: Option<u64>,
 }
 
 /// Reads the status of `pipelines` from the warehouse at `path`. A warehouse
@@ -57,10 +72,15 @@ pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<S
         pipelines: Vec::new(),
         quota: Vec::new(),
     };
-    let (runs, oks, checkpoints) = if path.exists() {
+    let (runs, oks, checkpoints, backfills) = if path.exists() {
         let reader = BookkeepingReader::open(path, status.writer.as_ref())?;
         status.quota = reader.quota()?;
-        (reader.last_runs()?, reader.last_ok()?, reader.newest_checkpoints()?)
+        (
+            reader.last_runs()?,
+            reader.last_ok()?,
+            reader.newest_checkpoints()?,
+            reader.checkpoints_in(crate::sync::BACKFILL_PARTITION)?,
+        )
     } else {
         Default::default()
     };
@@ -86,6 +106,16 @@ pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<S
             checkpoint_partition: newest.as_ref().map(|c| c.0.clone()),
             checkpoint: newest.as_ref().map(|c| c.1.clone()),
             checkpoint_updated_at: newest.map(|c| c.2),
+            backfill: backfills.get(&p.name).map(|cursor| {
+                let at = crate::sync::Backfill::parse(cursor);
+                let page = u64::from(p.params.page_limit.unwrap_or(200)).max(1);
+                BackfillStatus {
+                    complete: cursor == crate::sync::BACKFILL_COMPLETE,
+                    reached: at.map(|b| b.reached),
+                    records_left: at.and_then(|b| b.left),
+                    requests_left: at.and_then(|b| b.left).map(|n| n.div_ceil(page)),
+                }
+            }),
         });
     }
     Ok(status)
@@ -153,6 +183,9 @@ pub fn write_text(out: &mut impl Write, status: &Status) -> std::io::Result<()> 
         if let Some(error) = p.last_run.as_ref().and_then(|r| r.error.as_deref()) {
             writeln!(out, "{:<16} ! {}", "", shorten(error))?;
         }
+        if let Some(b) = &p.backfill {
+            writeln!(out, "{:<16} backfill {}", "", backfill_text(b, &status.quota))?;
+        }
     }
     writeln!(out)?;
     if status.quota.is_empty() {
@@ -173,6 +206,28 @@ pub fn write_text(out: &mut impl Write, status: &Status) -> std::io::Result<()> 
         )?;
     }
     Ok(())
+}
+
+/// `reached 2026-10-01; 3400 older records left, 17 requests (at the plan's
+/// 250 a day: about 1 days, if it had them all)`, or complete.
+fn backfill_text(b: &BackfillStatus, quota: &[QuotaStatus]) -> String {
+    if b.complete {
+        return "complete: everything the service serves is stored".into();
+    }
+    let mut text = b.reached.map_or_else(|| "started".into(), |d| format!("reached {d}"));
+    if let (Some(records), Some(requests)) = (b.records_left, b.requests_left) {
+        text.push_str(&format!("; {records} older records left, {requests} requests"));
+        if let Some((limit, window)) = quota
+            .first()
+            .and_then(|q| Some((u64::try_from(q.limit?).ok()?, q.window.clone()?)))
+        {
+            let windows = requests.div_ceil(limit.max(1));
+            text.push_str(&format!(
+                " (at the plan's {limit} a {window}: about {windows} {window}s, if it had them all)"
+            ));
+        }
+    }
+    text
 }
 
 fn shorten(text: &str) -> String {

@@ -157,10 +157,16 @@ async fn an_unknown_company_is_named_and_the_others_resolve() {
     assert_eq!(h.int("SELECT count(*) FROM companies").await, 3);
     assert_eq!(h.int("SELECT count(DISTINCT company_key) FROM prices_daily").await, 3);
     assert_eq!(
-        h.int("SELECT count(*) FROM _sync_checkpoints WHERE pipeline = 'companies'")
+        h.int("SELECT count(*) FROM _sync_checkpoints WHERE pipeline = 'companies' AND NOT starts_with(\"partition\", 'asked:')")
             .await,
         4,
         "a checkpoint per spelling resolved"
+    );
+    assert_eq!(
+        h.int("SELECT count(*) FROM _sync_checkpoints WHERE pipeline = 'companies' AND starts_with(\"partition\", 'asked:')")
+            .await,
+        3,
+        "and per company, when it was last asked"
     );
 
     let (second, result) = h.syncer.run_once(&pipelines).await;

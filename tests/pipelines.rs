@@ -688,3 +688,61 @@ async fn the_wire_is_read_whole_in_near_the_fewest_pages_whatever_its_density() 
         }
     }
 }
+
+/// A backfill under a small budget: five requests a run, a day apart, on a
+/// sparse wire with no horizon. Every run first takes the filings that
+/// arrived since the last, then reaches further back, newest first, so what
+/// is stored is always everything from some day on; `fdsync status` says
+/// how far it reached and what is left; the runs converge on the whole wire.
+#[tokio::test]
+async fn a_wire_backfill_under_a_small_budget_converges_newest_first_polling_fresh_filings_every_run() {
+    let config = fdsync::emulator::EmulatorConfig {
+        filing_spacing_minutes: 2880,
+        ..crate::util::emulator_config(&h_clock(), PlanLimits::scale(1_000_000, None))
+    };
+    let mut h = Harness::with_emulator(config, &["MSFT"]).await;
+    let world = h.emulator.emulator.world().clone();
+    let sim = h.clock.as_sim().unwrap().clone();
+    let mut wire = h.only(&["events_wire"]);
+    wire[0].params.backfill_days = None;
+    let cadence = events::cadence(&world);
+    let mut runs = 0;
+    loop {
+        runs += 1;
+        assert!(runs <= 12, "the backfill did not converge in 12 runs");
+        h.restart(|_| {}).await;
+        h.syncer.client.limit_requests(5);
+        let _ = h.syncer.run_once(&wire).await;
+        let count = cadence.count_at(world.seed, h.clock.now());
+        let newest = events::event(&world, count - 1).unwrap().accession;
+        let stored: BTreeSet<String> = h.strings("SELECT accession FROM events").await.into_iter().collect();
+        assert!(
+            stored.contains(&newest),
+            "run {runs}: the newest filing is polled first"
+        );
+        // Newest first: stored is every filing from the oldest stored one on.
+        let oldest = (0..count)
+            .find(|&n| stored.contains(&events::event(&world, n).unwrap().accession))
+            .unwrap();
+        assert_eq!(
+            stored.len() as u64,
+            count - oldest,
+            "run {runs}: no gap newer than the oldest stored"
+        );
+        let path = h.syncer.config.warehouse.duckdb.clone();
+        let status = fdsync::status::read(&path, &wire, h.clock.now()).unwrap();
+        let backfill = status.pipelines[0].backfill.as_ref().expect("a backfill status");
+        if oldest == 0 {
+            assert!(backfill.complete, "run {runs}: {backfill:?}");
+            break;
+        }
+        assert_eq!(backfill.records_left, Some(oldest), "run {runs}: {backfill:?}");
+        sim.advance(Duration::from_secs(24 * 3600));
+    }
+    println!("wire: a 4,000-filing backfill at 5 requests a run converged in {runs} runs");
+    assert!(runs >= 4, "the budget did cut the backfill");
+}
+
+fn h_clock() -> fdsync::clock::Clock {
+    fdsync::clock::Clock::simulated(crate::util::start_time(), 0.0)
+}

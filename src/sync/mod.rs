@@ -32,7 +32,7 @@ use crate::upstream::{Access, Client, UpstreamError, encode};
 use self::commit::{FetchedTx, goes_on, send_fetched, unless_cancelled};
 pub use self::report::{PipelineOutcome, RunStatus, SyncReport};
 pub use self::stream::StreamReport;
-pub use self::windows::PENDING_LOOKBACK_DAYS;
+pub use self::windows::{BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, PENDING_LOOKBACK_DAYS};
 
 /// Why a run could not finish; each maps to an exit code of the operator contract.
 #[derive(Debug, thiserror::Error)]

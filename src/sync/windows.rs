@@ -23,7 +23,8 @@ use crate::upstream::Access;
 /// next window: the service fills it in within hours.
 pub const PENDING_LOOKBACK_DAYS: i64 = 7;
 /// The checkpoint of the backfill: the oldest day from which every later day
-/// is stored, or [`BACKFILL_COMPLETE`].
+/// is stored and, after `;`, how many older records the service still
+/// counted then (`2026-10-01;3400`); or [`BACKFILL_COMPLETE`].
 pub const BACKFILL_PARTITION: &str = "backfill";
 /// The backfill's cursor once the service has nothing older.
 pub const BACKFILL_COMPLETE: &str = "complete";
@@ -101,7 +102,7 @@ impl Syncer {
         // backfill checkpoint existed, from the day it had read through.
         let oldest = match (backfilled.as_deref(), read_through) {
             (Some(BACKFILL_COMPLETE), _) => return Ok(()),
-            (Some(day), _) => day.parse::<NaiveDate>().ok(),
+            (Some(cursor), _) => Backfill::parse(cursor).map(|b| b.reached),
             (None, Some(done)) => Some(done),
             (None, None) => today.succ_opt(),
         };
@@ -254,7 +255,13 @@ impl Syncer {
                     .last()
                     .and_then(|r| r.1)
                     .and_then(|d| d.succ_opt())
-                    .map(|d| d.to_string()),
+                    .map(|reached| {
+                        Backfill {
+                            reached,
+                            left: page.total.map(|t| t.saturating_sub(offset)),
+                        }
+                        .to_string()
+                    }),
                 (false, Direction::Backfill) => None,
             };
             let checkpoint = cursor.map(|cursor| Checkpoint {
@@ -353,5 +360,33 @@ mod tests {
         assert_eq!(ReadPosition::parse(&position.to_string()), position);
         let bare = ReadPosition::parse("2026-11-24");
         assert_eq!((bare.from, bare.last), (day("2026-11-24"), None));
+    }
+}
+
+/// Where a backfill stands: the oldest day reached, and how many older
+/// records the service counted when it got there.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backfill {
+    pub reached: NaiveDate,
+    pub left: Option<u64>,
+}
+
+impl Backfill {
+    /// `None` for a complete backfill or a cursor that does not parse.
+    pub fn parse(cursor: &str) -> Option<Backfill> {
+        let (day, left) = cursor.split_once(';').unwrap_or((cursor, ""));
+        Some(Backfill {
+            reached: day.parse().ok()?,
+            left: left.parse().ok(),
+        })
+    }
+}
+
+impl std::fmt::Display for Backfill {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self.left {
+            Some(left) => write!(f, "{};{left}", self.reached),
+            None => write!(f, "{}", self.reached),
+        }
     }
 }

@@ -155,6 +155,22 @@ impl BookkeepingReader {
         rows.collect::<Result<_, _>>().map_err(err())
     }
 
+    /// Each pipeline's checkpoint in `partition`, where it has one.
+    ///
+    /// # Errors
+    /// When `_sync_checkpoints` cannot be read.
+    pub fn checkpoints_in(&self, partition: &str) -> Result<HashMap<String, String>, SinkError> {
+        let err = || sql_err("_sync_checkpoints", "reading the checkpoints");
+        let mut stmt = self
+            .conn
+            .prepare("SELECT pipeline, cursor FROM _sync_checkpoints WHERE \"partition\" = ?")
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([partition], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
     /// The last window each key was seen with, newest first.
     ///
     /// # Errors
