@@ -66,7 +66,7 @@ impl Syncer {
             .map(|days| today - Duration::days(i64::from(days)));
         let fresh = checkpoints
             .get("")
-            .map(|c| (ReadPosition::parse(&c.cursor), c.cursor.contains('@')));
+            .map(|c| (ReadPosition::parse(&c.cursor, today), c.cursor.contains('@')));
         let read_through = fresh.as_ref().map(|(p, _)| p.from);
         let backfilled = checkpoints.get(BACKFILL_PARTITION).map(|c| c.cursor.clone());
         if let Some((position, exact)) = fresh {
@@ -312,11 +312,11 @@ struct ReadPosition {
 }
 
 impl ReadPosition {
-    /// A cursor that does not parse starts from today's re-read.
-    fn parse(cursor: &str) -> ReadPosition {
+    /// A cursor that does not parse reads on from `today`.
+    fn parse(cursor: &str, today: NaiveDate) -> ReadPosition {
         let mut parts = cursor.splitn(4, '@');
         let day = |s: Option<&str>| s.and_then(|s| s.parse::<NaiveDate>().ok());
-        let from = day(parts.next()).unwrap_or_else(|| chrono::Utc::now().date_naive());
+        let from = day(parts.next()).unwrap_or(today);
         let last = match (
             parts.next().and_then(|o| o.parse().ok()),
             day(parts.next()),
@@ -357,8 +357,8 @@ mod tests {
                 date: day("2026-11-25"),
             }),
         };
-        assert_eq!(ReadPosition::parse(&position.to_string()), position);
-        let bare = ReadPosition::parse("2026-11-24");
+        assert_eq!(ReadPosition::parse(&position.to_string(), day("2026-11-28")), position);
+        let bare = ReadPosition::parse("2026-11-24", day("2026-11-28"));
         assert_eq!((bare.from, bare.last), (day("2026-11-24"), None));
     }
 }
