@@ -150,9 +150,7 @@ async fn set_faults(
     State(emulator): State<Arc<Emulator>>,
     Query(query): Query<HashMap<String, String>>,
 ) -> AdminResult {
-    let spec = query.get("spec").map(String::as_str).unwrap_or("");
-    let faults = Faults::parse(spec).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("spec: {e}")))?;
-    emulator.set_faults(faults);
+    emulator.set_faults(parsed(&query, "spec", Faults::parse)?);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -160,9 +158,7 @@ async fn set_hostile(
     State(emulator): State<Arc<Emulator>>,
     Query(query): Query<HashMap<String, String>>,
 ) -> AdminResult {
-    let spec = query.get("spec").map(String::as_str).unwrap_or("");
-    let hostile = Hostile::parse(spec).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("spec: {e}")))?;
-    emulator.set_hostile(hostile);
+    emulator.set_hostile(parsed(&query, "spec", Hostile::parse)?);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -170,10 +166,18 @@ async fn set_shapes(
     State(emulator): State<Arc<Emulator>>,
     Query(query): Query<HashMap<String, String>>,
 ) -> AdminResult {
-    let name = query.get("shapes").map(String::as_str).unwrap_or("");
-    let shapes = WireShapes::parse(name).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("shapes: {e}")))?;
-    emulator.set_shapes(shapes);
+    emulator.set_shapes(parsed(&query, "shapes", WireShapes::parse)?);
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Query parameter `name` (empty when absent) as `parse` reads it; a 400 naming it otherwise.
+fn parsed<T>(
+    query: &HashMap<String, String>,
+    name: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<T, ApiError> {
+    let value = query.get(name).map(String::as_str).unwrap_or("");
+    parse(value).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("{name}: {e}")))
 }
 
 async fn stats(State(emulator): State<Arc<Emulator>>) -> Json<serde_json::Value> {

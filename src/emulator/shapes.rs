@@ -89,12 +89,14 @@ pub(super) async fn record_served(State(state): State<Arc<AppState>>, req: Reque
 
 /// `value` as JSON text in `shapes`.
 pub(super) fn render(value: &Value, shapes: WireShapes) -> String {
-    let mut out = String::new();
     match shapes {
-        WireShapes::Contract => out = value.to_string(),
-        WireShapes::Other => write_other(value, &mut out),
+        WireShapes::Contract => value.to_string(),
+        WireShapes::Other => {
+            let mut out = String::new();
+            write_other(value, &mut out);
+            out
+        }
     }
-    out
 }
 
 fn write_other(value: &Value, out: &mut String) {

@@ -45,11 +45,16 @@ impl Syncer {
         // When each company was last asked, on the run's clock: its refresh
         // checkpoint, else when its identifiers were resolved.
         let now = self.clock.now();
+        let mut resolved_at: std::collections::HashMap<&str, chrono::DateTime<chrono::Utc>> = Default::default();
+        for c in known.values() {
+            let at = resolved_at.entry(c.cursor.as_str()).or_insert(c.updated_at);
+            *at = (*at).max(c.updated_at);
+        }
         let last_asked = |key: &str| {
             known
                 .get(&refreshed_partition(key))
                 .and_then(|c| c.cursor.parse::<chrono::DateTime<chrono::Utc>>().ok())
-                .or_else(|| known.values().filter(|c| c.cursor == key).map(|c| c.updated_at).max())
+                .or_else(|| resolved_at.get(key).copied())
         };
         let mut stale: Vec<_> = match refresh {
             Some(schedule) => members_of(&ids, &known)

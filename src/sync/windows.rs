@@ -211,25 +211,22 @@ impl Syncer {
             }
             let count = page.records.len() as u64;
             offset = asked + count;
-            let boundary = last.as_ref().and_then(|l| l.1);
+            // Each date against the one before it, the last page's last included.
+            let mut previous = last.as_ref().and_then(|l| l.1);
             for (_, date) in &page.records {
-                in_date_order &= match (date, boundary) {
+                in_date_order &= match (*date, previous) {
                     (None, _) => false,
-                    (Some(d), Some(b)) if newest_first => *d <= b,
-                    (Some(d), Some(b)) => *d >= b,
+                    (Some(d), Some(p)) => {
+                        if newest_first {
+                            d <= p
+                        } else {
+                            d >= p
+                        }
+                    }
                     (Some(_), None) => true,
                 };
+                previous = *date;
             }
-            in_date_order &= page.records.windows(2).all(|w| match (w[0].1, w[1].1) {
-                (Some(a), Some(b)) => {
-                    if newest_first {
-                        a >= b
-                    } else {
-                        a <= b
-                    }
-                }
-                _ => false,
-            });
             let done = count < u64::from(limit) || page.total.is_some_and(|t| offset >= t);
             let cursor = match (done, direction) {
                 // Where the next run goes on: this window, past this record.
