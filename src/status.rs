@@ -5,14 +5,16 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde::Serialize;
 
+use crate::feeds::Fetch;
 use crate::pipeline::Pipeline;
-use crate::sink::duckdb::reader::BookkeepingReader;
+use crate::sink::duckdb::reader::{BookkeepingReader, PartTexts};
 pub use crate::sink::duckdb::reader::{LastRun, QuotaStatus};
 use crate::sink::lock::{Holder, WriterLock};
 use crate::sync::SyncError;
+use crate::sync::{BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, STREAM_PARTITION, TapeBackfill};
 
 #[derive(Debug, Serialize)]
 pub struct Status {
@@ -44,17 +46,28 @@ pub struct PipelineStatus {
     pub backfill: Option<BackfillStatus>,
 }
 
-/// How far a backfill has reached back, and what is left by the service's
-/// own count.
-#[derive(Debug, Serialize)]
+/// How far a backfill has reached back, and what is left where that is
+/// known: by the service's own count (the wire), or by the documents stored
+/// (part texts). The news tapes have no total: only how far back they reached.
+#[derive(Debug, Default, Serialize)]
 pub struct BackfillStatus {
     pub complete: bool,
     /// The oldest day from which every later record is stored.
-    pub reached: Option<chrono::NaiveDate>,
-    /// Older records the service counted when the backfill got there.
+    pub reached: Option<NaiveDate>,
+    /// Records known to be left.
     pub records_left: Option<u64>,
-    /// Those records in pages of the pipeline's page size: the requests left.
+    /// The requests those take.
     pub requests_left: Option<u64>,
+    /// How much of the whole is stored, where the whole is known.
+    pub share: Option<Share>,
+}
+
+/// `done` of `total` `unit`s.
+#[derive(Debug, Serialize)]
+pub struct Share {
+    pub done: u64,
+    pub total: u64,
+    pub unit: &'static str,
 }
 
 /// Reads the status of `pipelines` from the warehouse at `path`. A warehouse
@@ -72,17 +85,17 @@ pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<S
         pipelines: Vec::new(),
         quota: Vec::new(),
     };
-    let (runs, oks, checkpoints, backfills) = if path.exists() {
-        let reader = BookkeepingReader::open(path, status.writer.as_ref())?;
-        status.quota = reader.quota()?;
-        (
-            reader.last_runs()?,
-            reader.last_ok()?,
-            reader.newest_checkpoints()?,
-            reader.checkpoints_in(crate::sync::BACKFILL_PARTITION)?,
-        )
+    let reader = if path.exists() {
+        Some(BookkeepingReader::open(path, status.writer.as_ref())?)
     } else {
-        Default::default()
+        None
+    };
+    let (runs, oks, checkpoints) = match &reader {
+        Some(reader) => {
+            status.quota = reader.quota()?;
+            (reader.last_runs()?, reader.last_ok()?, reader.newest_checkpoints()?)
+        }
+        None => Default::default(),
     };
     let mut runs = runs;
     let mut checkpoints = checkpoints;
@@ -106,19 +119,99 @@ pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<S
             checkpoint_partition: newest.as_ref().map(|c| c.0.clone()),
             checkpoint: newest.as_ref().map(|c| c.1.clone()),
             checkpoint_updated_at: newest.map(|c| c.2),
-            backfill: backfills.get(&p.name).map(|cursor| {
-                let at = crate::sync::Backfill::parse(cursor);
-                let page = u64::from(p.params.page_limit.unwrap_or(200)).max(1);
-                BackfillStatus {
-                    complete: cursor == crate::sync::BACKFILL_COMPLETE,
-                    reached: at.map(|b| b.reached),
-                    records_left: at.and_then(|b| b.left),
-                    requests_left: at.and_then(|b| b.left).map(|n| n.div_ceil(page)),
-                }
-            }),
+            backfill: match &reader {
+                Some(reader) => backfill_of(p, reader)?,
+                None => None,
+            },
         });
     }
     Ok(status)
+}
+
+/// A pipeline's backfill, read as its fetch engine keeps it; `None` for an
+/// engine without one, or one that has not started.
+fn backfill_of(p: &Pipeline, reader: &BookkeepingReader) -> Result<Option<BackfillStatus>, SyncError> {
+    let page = u64::from(p.params.page_limit.unwrap_or(200)).max(1);
+    let status = match &p.feed.fetch {
+        Fetch::OffsetWindows(windows) => {
+            let checkpoints = reader.checkpoints_of(&p.name)?;
+            let Some((_, cursor)) = checkpoints.iter().find(|(part, _)| part == BACKFILL_PARTITION) else {
+                return Ok(None);
+            };
+            if cursor == BACKFILL_COMPLETE {
+                return Ok(Some(BackfillStatus {
+                    complete: true,
+                    ..Default::default()
+                }));
+            }
+            let Some(at) = Backfill::parse(cursor) else {
+                return Ok(None);
+            };
+            let stored = reader.count_dated_since(windows.stored, at.reached)?;
+            BackfillStatus {
+                complete: false,
+                reached: Some(at.reached),
+                records_left: at.left,
+                requests_left: at.left.map(|n| n.div_ceil(page)),
+                share: at.left.map(|left| Share {
+                    done: stored,
+                    total: stored + left,
+                    unit: "records",
+                }),
+            }
+        }
+        Fetch::Cursor(_) | Fetch::CompanyCursor(_) => {
+            let tapes: Vec<TapeBackfill> = reader
+                .checkpoints_of(&p.name)?
+                .iter()
+                .filter(|(part, _)| part != STREAM_PARTITION)
+                .filter_map(|(_, cursor)| TapeBackfill::parse(cursor))
+                .collect();
+            if tapes.is_empty() {
+                return Ok(None);
+            }
+            let done = tapes.iter().filter(|t| t.complete).count() as u64;
+            // Every tape holds everything since the latest of the days they reached.
+            let reached = tapes
+                .iter()
+                .filter(|t| !t.complete)
+                .map(|t| t.reached.map(|r| r.date_naive()))
+                .max()
+                .flatten();
+            BackfillStatus {
+                complete: done == tapes.len() as u64,
+                reached,
+                share: matches!(p.feed.fetch, Fetch::CompanyCursor(_)).then_some(Share {
+                    done,
+                    total: tapes.len() as u64,
+                    unit: "company tapes",
+                }),
+                ..Default::default()
+            }
+        }
+        Fetch::ParentTexts(texts) => part_texts(reader.part_texts(texts.parent, texts.parts, true, texts.texts)?),
+        Fetch::DocumentsAndSections(docs) => {
+            part_texts(reader.part_texts(docs.documents, docs.listed, false, docs.parts)?)
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(status))
+}
+
+/// The backfill of part texts, one request each.
+fn part_texts(t: PartTexts) -> BackfillStatus {
+    let left = t.listed - t.stored.min(t.listed);
+    BackfillStatus {
+        complete: left == 0,
+        reached: t.newest_missing.and_then(|d| d.succ_opt()),
+        records_left: Some(left),
+        requests_left: Some(left),
+        share: Some(Share {
+            done: t.stored,
+            total: t.listed,
+            unit: "texts",
+        }),
+    }
 }
 
 fn ts(t: Option<DateTime<Utc>>) -> String {
@@ -208,15 +301,22 @@ pub fn write_text(out: &mut impl Write, status: &Status) -> std::io::Result<()> 
     Ok(())
 }
 
-/// `reached 2026-10-01; 3400 older records left, 17 requests (at the plan's
-/// 250 a day: about 1 days, if it had them all)`, or complete.
+/// `reached 2026-10-01; 600 of 4000 records (15%); 3400 left, 17 requests
+/// (at the plan's 250 a day: about 1 days, if it had them all)`, or complete.
 fn backfill_text(b: &BackfillStatus, quota: &[QuotaStatus]) -> String {
     if b.complete {
         return "complete: everything the service serves is stored".into();
     }
     let mut text = b.reached.map_or_else(|| "started".into(), |d| format!("reached {d}"));
+    if let Some(share) = &b.share {
+        let percent = (share.done * 100).checked_div(share.total).unwrap_or(100);
+        text.push_str(&format!(
+            "; {} of {} {} ({percent}%)",
+            share.done, share.total, share.unit
+        ));
+    }
     if let (Some(records), Some(requests)) = (b.records_left, b.requests_left) {
-        text.push_str(&format!("; {records} older records left, {requests} requests"));
+        text.push_str(&format!("; {records} left, {requests} requests"));
         if let Some((limit, window)) = quota
             .first()
             .and_then(|q| Some((u64::try_from(q.limit?).ok()?, q.window.clone()?)))

@@ -6,6 +6,8 @@ mod util;
 
 /// The emulator's accounts: key lifecycle, credits, OAuth metadata, header forms.
 mod accounts;
+/// Backfills to everything the service serves, newest first, under a small budget.
+mod backfill;
 /// Spending the quota: the ledger, budgets, priorities, concurrency, key files.
 mod budget;
 /// The `fdsync` binary: exit codes and the key never printed.

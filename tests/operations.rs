@@ -12,7 +12,7 @@ use fdsync::sink::SinkHandle;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
-use crate::util::{Harness, TEST_KEY, config_text, emulator_config, frozen_clock, repo};
+use crate::util::{Harness, TEST_KEY, config_text, emulator_config, frozen_clock};
 
 /// Polls `check` until it holds, failing after `limit`: a wait for a
 /// condition, not a sleep standing in for one.
@@ -144,16 +144,13 @@ async fn the_stream_delivers_every_item_once_across_server_closes_and_a_dropped_
 
 /// A config file and a pipelines folder whose news backfill is `days` long.
 fn write_config(dir: &Path, base_url: &str, backfill_days: u32) -> PathBuf {
-    let pipelines = dir.join("pipelines");
-    std::fs::create_dir_all(&pipelines).unwrap();
-    let news = std::fs::read_to_string(repo().join("pipelines/news.toml")).unwrap();
-    let news = news.replace("backfill_days = 7", &format!("backfill_days = {backfill_days}"));
-    assert!(news.contains(&format!("backfill_days = {backfill_days}")));
-    std::fs::write(pipelines.join("news.toml"), news).unwrap();
-    let text = config_text(base_url, &dir.join("wh.duckdb"), &["MSFT"]).replace(
-        &format!("dir = \"{}\"", repo().join("pipelines").display()),
-        &format!("dir = \"{}\"", pipelines.display()),
-    );
+    let text = config_text(base_url, &dir.join("wh.duckdb"), &["MSFT"]);
+    let news = dir.join("pipelines/news.toml");
+    let edited = std::fs::read_to_string(&news)
+        .unwrap()
+        .replace("backfill_days = 7\n", &format!("backfill_days = {backfill_days}\n"));
+    assert!(edited.contains(&format!("\nbackfill_days = {backfill_days}\n")));
+    std::fs::write(&news, edited).unwrap();
     let config = dir.join("fdsync.toml");
     std::fs::write(&config, format!("{text}\n[daemon]\nmetrics_addr = \"127.0.0.1:0\"\n")).unwrap();
     config
@@ -313,10 +310,15 @@ async fn sigterm_mid_backfill_leaves_consistent_checkpoints_and_a_later_run_comp
         .await
         .unwrap();
     let cursor: serde_json::Value = serde_json::from_str(&cursor).unwrap();
-    assert!(cursor["before"].is_null(), "the backfill finished: {cursor}");
-    let horizon: chrono::DateTime<chrono::Utc> = cursor["horizon"].as_str().unwrap().parse().unwrap();
+    // Reached past the horizon, three days back; `before` kept for a horizon raised later.
+    let reached: chrono::DateTime<chrono::Utc> = cursor["reached"].as_str().unwrap().parse().unwrap();
+    assert!(
+        reached < chrono::Utc::now() - chrono::Duration::days(3),
+        "the backfill finished: {cursor}"
+    );
+    assert!(cursor["before"].is_string(), "{cursor}");
     let numbers: Vec<u64> = ids.iter().map(|i| news::parse_id(i).unwrap()).collect();
-    let oldest_needed = news::CADENCE.first_at_or_after(horizon);
+    let oldest_needed = news::CADENCE.first_at_or_after(reached);
     let head = news::parse_id(cursor["after"].as_str().unwrap()).unwrap();
     assert!(numbers[0] <= oldest_needed, "the backfill reached the horizon");
     assert_eq!(*numbers.last().unwrap(), head, "the forward poll reached the head");

@@ -459,7 +459,7 @@ async fn own_clock_syncer(text: &str) -> fdsync::sync::Syncer {
 async fn upstream_faults_at_increasing_rates_end_in_the_same_warehouse() {
     let emulator = unlimited_emulator().await;
     let dir = tempfile::tempdir().unwrap();
-    let all = fdsync::pipeline::load_dir(&crate::util::repo().join("pipelines"), None).unwrap();
+    let all = crate::util::test_pipelines();
 
     let reference = dir.path().join("reference.duckdb");
     let syncer = own_clock_syncer(&config_text(&emulator.base_url(), &reference, UNIVERSE)).await;
@@ -1059,8 +1059,12 @@ mod garbage {
             ],
         ) {
             let (section, key) = setting;
-            let base = super::config_text("http://127.0.0.1:9", Path::new("/tmp/w.duckdb"), &["AAPL"]);
-            let text = base.replace(&format!("[{section}]\n"), &format!("[{section}]\n{key} = {value}\n"));
+            static BASE: std::sync::LazyLock<(tempfile::TempDir, String)> = std::sync::LazyLock::new(|| {
+                let dir = tempfile::tempdir().unwrap();
+                let text = super::config_text("http://127.0.0.1:9", &dir.path().join("w.duckdb"), &["AAPL"]);
+                (dir, text)
+            });
+            let text = BASE.1.replace(&format!("[{section}]\n"), &format!("[{section}]\n{key} = {value}\n"));
             if let Err(e) = fdsync::config::Config::from_toml(&text, Path::new("bad.toml"), std::iter::empty()) {
                 let said = e.to_string();
                 prop_assert!(said.contains(key) || said.contains("bad.toml"), "{}", said);
@@ -1101,8 +1105,7 @@ async fn a_commit_failing_while_the_fetching_waits_ends_the_run() {
     // about three companies' histories, so the fetching soon waits.
     let text = config_text(&emulator.base_url(), &warehouse, &companies)
         .replace("[warehouse]\n", "[warehouse]\nmemory_limit_mb = 16\n");
-    let pipelines: Vec<_> = fdsync::pipeline::load_dir(&crate::util::repo().join("pipelines"), None)
-        .unwrap()
+    let pipelines: Vec<_> = crate::util::test_pipelines()
         .into_iter()
         .filter(|p| ["companies", "prices"].contains(&p.name.as_str()))
         .collect();

@@ -55,6 +55,56 @@ pub async fn spawn(config: EmulatorConfig) -> RunningEmulator {
         .unwrap()
 }
 
+/// The horizons the tests were written against (the shipped ones until every
+/// backfill became complete by default): the emulator serves years of news
+/// and filings, more than most tests want to read. A test of a backfill to
+/// the start of the tape sets its own.
+pub const TEST_HORIZONS: &[(&str, &str, u32)] = &[
+    ("news", "backfill_days", 7),
+    ("company_news", "backfill_days", 30),
+    ("events_wire", "backfill_days", 7),
+    ("event_texts", "text_days", 30),
+    ("filings", "text_days", 730),
+];
+
+/// The shipped pipelines with [`TEST_HORIZONS`].
+pub fn test_pipelines() -> Vec<Pipeline> {
+    let mut pipelines = pipeline::load_dir(&repo().join("pipelines"), None).unwrap();
+    for p in &mut pipelines {
+        for (name, param, days) in TEST_HORIZONS {
+            match (p.name == *name, *param) {
+                (true, "backfill_days") => p.params.backfill_days = Some(*days),
+                (true, _) => p.params.text_days = Some(*days),
+                (false, _) => {}
+            }
+        }
+    }
+    pipelines
+}
+
+/// The shipped pipeline files with [`TEST_HORIZONS`], written to `dir`, for
+/// tests that run the binary.
+pub fn write_test_pipelines(dir: &Path) -> PathBuf {
+    let out = dir.join("pipelines");
+    std::fs::create_dir_all(&out).unwrap();
+    for entry in std::fs::read_dir(repo().join("pipelines")).unwrap() {
+        let path = entry.unwrap().path();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        for (_, param, days) in TEST_HORIZONS.iter().filter(|h| h.0 == name) {
+            let line = format!("{param} = {days}\n");
+            text = match text.find("[params]\n") {
+                Some(at) => format!("{}{line}{}", &text[..at + 9], &text[at + 9..]),
+                None => format!("{text}\n[params]\n{line}"),
+            };
+        }
+        std::fs::write(out.join(path.file_name().unwrap()), text).unwrap();
+    }
+    out
+}
+
+/// A config for the emulator at `base_url`, with the test pipelines written
+/// next to `warehouse`.
 pub fn config_text(base_url: &str, warehouse: &Path, companies: &[&str]) -> String {
     let companies: Vec<String> = companies.iter().map(|c| format!("{c:?}")).collect();
     format!(
@@ -75,7 +125,7 @@ dir = "{}"
 "#,
         warehouse.display(),
         companies.join(", "),
-        repo().join("pipelines").display()
+        write_test_pipelines(warehouse.parent().expect("a warehouse in a folder")).display()
     )
 }
 
@@ -126,6 +176,11 @@ impl Harness {
         let text = config_text(&emulator.base_url(), &warehouse, companies);
         let config = Config::from_toml(&text, Path::new("test.toml"), std::iter::empty()).unwrap();
         let all_pipelines = pipeline::load_dir(&config.pipelines.dir, None).unwrap();
+        assert!(
+            all_pipelines
+                .iter()
+                .any(|p| p.name == "news" && p.params.backfill_days.is_some())
+        );
         let pipelines = all_pipelines
             .iter()
             .filter(|p| FOUNDATION.contains(&p.name.as_str()))

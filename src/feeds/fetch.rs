@@ -275,6 +275,8 @@ pub struct DocumentParts {
     /// One part's response as rows.
     pub read_part: ReadPart,
     pub documents: &'static Stored,
+    /// The documents' column listing each one's part keys.
+    pub listed: &'static str,
     pub parts: &'static StoredParts,
 }
 

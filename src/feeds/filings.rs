@@ -85,6 +85,7 @@ pub static FEED: Feed = Feed {
             id: "accession",
             dated: "filed_at",
         },
+        listed: "section_keys",
         parts: &StoredParts {
             table: &FILING_SECTIONS,
             company: "company_key",

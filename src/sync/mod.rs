@@ -32,6 +32,7 @@ use crate::upstream::{Access, Client, UpstreamError, encode};
 use self::commit::{FetchedTx, goes_on, send_fetched, unless_cancelled};
 pub use self::report::{PipelineOutcome, RunStatus, SyncReport};
 pub use self::stream::StreamReport;
+pub use self::tape::{STREAM_PARTITION, TapeBackfill};
 pub use self::windows::{BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, PENDING_LOOKBACK_DAYS};
 
 /// Why a run could not finish; each maps to an exit code of the operator contract.
@@ -107,6 +108,8 @@ struct Progress {
     quarantined: u64,
     /// Problems that did not stop the pipeline (it ends `partial`).
     problems: Vec<String>,
+    /// A backfill stopped to leave the quota to the fresh polls still due.
+    backfill_paused: bool,
 }
 
 impl Progress {
@@ -114,6 +117,7 @@ impl Progress {
         self.rows_written += other.rows_written;
         self.quarantined += other.quarantined;
         self.problems.extend(other.problems);
+        self.backfill_paused |= other.backfill_paused;
     }
 }
 
@@ -151,7 +155,16 @@ impl Syncer {
         self.warn_if_quota_short(pipelines).await;
         let mut universe: Option<Vec<Member>> = None;
         let mut failed = Vec::new();
+        let (companies, countries) = (
+            self.config.universe.companies.len() as u64,
+            self.config.universe.countries.len() as u64,
+        );
         for (index, pipeline) in pipelines.iter().enumerate() {
+            // A backfill spends what the quota leaves after the fresh polls
+            // of the pipelines still to run.
+            let later = pipelines[index + 1..].iter();
+            self.client
+                .keep_for_fresh(later.map(|p| p.feed.fetch.least_requests(companies, countries)).sum());
             let started_at = self.clock.now();
             let sent_before = self.client.requests_sent();
             tracing::info!(message = "Pipeline started.", pipeline = %pipeline.name, %run_id);
@@ -200,6 +213,12 @@ impl Syncer {
                     (status, p, Some(message), Some((stop, e)))
                 }
             };
+            if progress.backfill_paused {
+                tracing::info!(
+                    message = "Backfill paused: the quota left is kept for the fresh polls of the pipelines still to run; the next run goes on.",
+                    pipeline = %pipeline.name
+                );
+            }
             let outcome = PipelineOutcome {
                 pipeline: pipeline.name.clone(),
                 status,

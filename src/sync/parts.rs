@@ -1,7 +1,8 @@
 //! The documents-and-parts engine ([`Fetch::DocumentsAndSections`](crate::feeds::Fetch::DocumentsAndSections)):
 //! each company's document list (one request), then the parts not yet
-//! stored of documents dated in the last `text_days`. Documents never change
-//! once served, so a stored part is never asked for again.
+//! stored of documents dated in the last `text_days` (all without), newest
+//! first. Documents never change once served, so a stored part is never
+//! asked for again.
 
 use std::collections::{HashMap, HashSet};
 
@@ -9,7 +10,7 @@ use chrono::{Duration, NaiveDate};
 use futures::StreamExt;
 
 use super::{FetchedTx, Member, Progress, SyncError, Syncer, found, goes_on, send_fetched};
-use crate::feeds::DocumentParts;
+use crate::feeds::{Document, DocumentParts, Part};
 use crate::pipeline::Pipeline;
 use crate::records::Rows;
 use crate::sink::Checkpoint;
@@ -18,15 +19,22 @@ use crate::upstream::{Access, encode};
 /// Stored parts by company: (document, part key).
 type StoredParts = HashMap<String, HashSet<(String, String)>>;
 
-/// Which parts a run asks for, and where.
-struct Wanted<'a> {
-    part_route: &'a str,
-    /// Documents dated before this are not read for their parts.
-    since: NaiveDate,
-    stored: &'a StoredParts,
+/// A part to ask for: (company, document, its date, the part).
+type WantedPart = (String, String, Option<NaiveDate>, Part);
+
+/// What a company's document list came to.
+enum Listed {
+    Documents(Vec<Document>),
+    /// The service does not know the company (404, noted).
+    Unknown,
+    /// The fetching must stop.
+    Stop,
 }
 
 impl Syncer {
+    /// Every company's document list first, then the parts not stored yet
+    /// of all of them, the newest documents first: the lists are what is
+    /// new, the parts a backfill that a quota wall cuts only at its old end.
     pub(super) async fn run_document_parts(
         &self,
         pipeline: &Pipeline,
@@ -36,41 +44,65 @@ impl Syncer {
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
         let part_route = pipeline.params.section_route.clone().expect("validated when loaded");
-        let since = self.clock.now().date_naive() - Duration::days(i64::from(pipeline.params.text_days.unwrap_or(730)));
+        let since = pipeline
+            .params
+            .text_days
+            .map(|days| self.clock.now().date_naive() - Duration::days(i64::from(days)));
         let stored = self.stored_parts(feed, &members, since).await?;
-        let wanted = Wanted {
-            part_route: &part_route,
-            since,
-            stored: &stored,
-        };
+        let part_route = &part_route;
         self.commit_as_fetched(run_id, progress, self.policy().group, |done| async move {
             let mut noted = Progress::default();
+            let mut wanted: Vec<WantedPart> = Vec::new();
             for member in members {
-                let step = self.company_documents(pipeline, feed, run_id, &member, &wanted, &mut noted, &done);
-                if !goes_on(&done, step.await).await {
-                    break;
+                let list = self
+                    .document_list(pipeline, feed, run_id, &member, &mut noted, &done)
+                    .await;
+                let documents = match list {
+                    Ok(Listed::Documents(documents)) => documents,
+                    Ok(Listed::Unknown) => continue,
+                    Ok(Listed::Stop) => return noted,
+                    Err(e) => {
+                        goes_on(&done, Err(e)).await;
+                        return noted;
+                    }
+                };
+                let stored = stored.get(&member.key);
+                let is_stored =
+                    |id: &str, part: &str| stored.is_some_and(|s| s.contains(&(id.to_owned(), part.to_owned())));
+                for d in documents
+                    .into_iter()
+                    .filter(|d| d.dated.is_none_or(|d| since.is_none_or(|s| d >= s)))
+                {
+                    for part in d.parts {
+                        if !is_stored(&d.id, &part.key) {
+                            wanted.push((member.key.clone(), d.id.clone(), d.dated, part));
+                        }
+                    }
                 }
             }
+            wanted.sort_by_key(|w| std::cmp::Reverse(w.2));
+            let step = self
+                .document_parts(feed, run_id, part_route, wanted, &mut noted, &done)
+                .await;
+            goes_on(&done, step).await;
             noted
         })
         .await
     }
 
-    /// One company's document list, then its missing parts, each handed to
-    /// the commit side as it arrives; false when the fetching must stop.
-    #[allow(clippy::too_many_arguments)]
-    async fn company_documents(
+    /// One company's document list, handed to the commit side with the
+    /// newest document as the company's checkpoint.
+    async fn document_list(
         &self,
         pipeline: &Pipeline,
         feed: &DocumentParts,
         run_id: &str,
         member: &Member,
-        wanted: &Wanted<'_>,
         progress: &mut Progress,
         done: &FetchedTx,
-    ) -> Result<bool, SyncError> {
+    ) -> Result<Listed, SyncError> {
         let route = pipeline.route.replace("{company}", &encode(&member.key));
-        let (list, read_part) = (feed.list, feed.read_part);
+        let list = feed.list;
         let fetched = self
             .client
             .get(&route, Access::Key, |body| {
@@ -80,7 +112,7 @@ impl Syncer {
             })
             .await;
         let Some((rows, documents)) = found(fetched, progress)? else {
-            return Ok(true);
+            return Ok(Listed::Unknown);
         };
         let newest = documents.first().map(|d| d.id.clone());
         let checkpoint = newest.map(|id| Checkpoint {
@@ -89,39 +121,50 @@ impl Syncer {
             cursor: id,
         });
         if !send_fetched(done, Ok((rows, checkpoint.into_iter().collect()))).await {
-            return Ok(false);
+            return Ok(Listed::Stop);
         }
-        let stored = wanted.stored.get(&member.key);
-        let is_stored = |id: &str, part: &str| stored.is_some_and(|s| s.contains(&(id.to_owned(), part.to_owned())));
-        let since = wanted.since;
-        let wanted_parts = documents
-            .into_iter()
-            .filter(|d| d.dated.is_none_or(|d| d >= since))
-            .flat_map(|d| {
-                let id = d.id;
-                d.parts.into_iter().map(move |p| (id.clone(), p)).collect::<Vec<_>>()
-            })
-            .filter(|(id, p)| !is_stored(id, &p.key));
-        let fetches = wanted_parts.map(|(id, part)| {
-            let route = wanted
-                .part_route
-                .replace("{company}", &encode(&member.key))
+        Ok(Listed::Documents(documents))
+    }
+
+    /// The `wanted` parts, in order, each handed to the commit side as it
+    /// arrives; false when the fetching must stop.
+    async fn document_parts(
+        &self,
+        feed: &DocumentParts,
+        run_id: &str,
+        part_route: &str,
+        wanted: Vec<WantedPart>,
+        progress: &mut Progress,
+        done: &FetchedTx,
+    ) -> Result<bool, SyncError> {
+        let read_part = feed.read_part;
+        let fetches = wanted.into_iter().map(|(company, id, _, part)| {
+            let route = part_route
+                .replace("{company}", &encode(&company))
                 .replace("{accession}", &encode(&id))
                 .replace("{section}", &encode(&part.key));
-            let company = member.key.clone();
             async move {
-                self.client
+                if !self.client.may_backfill() {
+                    return None;
+                }
+                let fetched = self
+                    .client
                     .get(&route, Access::Key, |body| {
                         let mut rows = Rows::new(run_id, &route, self.clock.now());
                         read_part(&mut rows, body, &company, &id, &part)?;
                         Ok(rows)
                     })
-                    .await
+                    .await;
+                Some(fetched)
             }
         });
         // Collected first: see `run_per_company`.
         let mut results = futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
         while let Some(fetched) = results.next().await {
+            let Some(fetched) = fetched else {
+                progress.backfill_paused = true;
+                continue;
+            };
             if let Some(rows) = found(fetched, progress)?
                 && !send_fetched(done, Ok((rows, Vec::new()))).await
             {
@@ -139,7 +182,7 @@ impl Syncer {
         &self,
         feed: &DocumentParts,
         members: &[Member],
-        since: NaiveDate,
+        since: Option<NaiveDate>,
     ) -> Result<StoredParts, SyncError> {
         if members.is_empty() {
             return Ok(StoredParts::new());

@@ -125,7 +125,7 @@ impl Syncer {
         let own = checkpoints.get(STREAM_PARTITION).or_else(|| checkpoints.get(""));
         let mut cursor = TapeCursor::read(own, STREAM_PARTITION);
         // The backfill is the poll's business.
-        (cursor.before, cursor.horizon) = (None, None);
+        cursor.stream_only();
         let filters = (tape.filters)(&self.config);
         let new_backoff = || {
             ExponentialBuilder::default()

@@ -5,6 +5,8 @@
 //! new items and rewritten headlines both arrive. Each page commits with the
 //! cursor that follows it, so a crash or a quota wall resumes at that page.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -23,17 +25,40 @@ pub(super) struct TapeCursor {
     pub(super) after: Option<String>,
     /// The last `serverTime`: the next `changedSince`.
     pub(super) changed_since: Option<String>,
-    /// The next `before` of the backfill; `None` once it reached the horizon.
+    /// The next `before` of the backfill: kept when a horizon stops it, so
+    /// a horizon raised or removed later goes on from there.
     pub(super) before: Option<String>,
-    /// Where the backfill stops, fixed at the first sync.
-    pub(super) horizon: Option<DateTime<Utc>>,
+    /// The oldest `firstSeenAt` the backfill read: every item since is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) reached: Option<DateTime<Utc>>,
+    /// The backfill reached the start of the tape.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) complete: bool,
+}
+
+/// How far one tape's backfill reached, read from its checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TapeBackfill {
+    pub reached: Option<DateTime<Utc>>,
+    pub complete: bool,
+}
+
+impl TapeBackfill {
+    /// `None` for a cursor that does not parse.
+    pub fn parse(cursor: &str) -> Option<TapeBackfill> {
+        let c: TapeCursor = serde_json::from_str(cursor).ok()?;
+        Some(TapeBackfill {
+            reached: c.reached,
+            complete: c.complete,
+        })
+    }
 }
 
 /// The longest cursor taken from the service (the contract's are a few dozen bytes).
 const MAX_CURSOR_BYTES: usize = 1024;
 
 /// The checkpoint partition of a tape that its live stream moves.
-pub(super) const STREAM_PARTITION: &str = "stream";
+pub const STREAM_PARTITION: &str = "stream";
 
 impl TapeCursor {
     /// A stored cursor; an unreadable one starts the tape again, with a warning.
@@ -49,6 +74,26 @@ impl TapeCursor {
             );
             TapeCursor::default()
         })
+    }
+
+    /// The stream's own position: the backfill is the poll's business.
+    pub(super) fn stream_only(&mut self) {
+        (self.before, self.reached, self.complete) = (None, None, false);
+    }
+
+    /// Whether the backfill goes on: not at the start of the tape, and not
+    /// past `horizon`.
+    fn backfill_due(&self, horizon: Option<DateTime<Utc>>) -> bool {
+        !self.complete && self.reached.is_none_or(|r| horizon.is_none_or(|h| r >= h))
+    }
+
+    /// Moves the backfill past a page read going back (or the head).
+    fn went_back(&mut self, page: &TapeHead) {
+        if let Some(oldest) = page.oldest {
+            self.reached = Some(self.reached.map_or(oldest, |r| r.min(oldest)));
+        }
+        self.before = page.next_cursor.clone().filter(|_| page.items > 0);
+        self.complete = self.before.is_none();
     }
 
     pub(super) fn checkpoint(&self, pipeline: &str, partition: &str) -> Checkpoint {
@@ -70,6 +115,26 @@ struct Tape<'a> {
     company_key: Option<String>,
     /// Shared by the tape's pages ([`Rows::share_seen`]).
     seen: SeenKeys,
+    /// The service answered 404: a company it does not know, not asked again this run.
+    unknown: AtomicBool,
+}
+
+/// One pass over a tape: what each of its requests and commits needs, and
+/// the page read last, held until the next one is on its way.
+struct Reading<'a, 'b> {
+    tape: &'a Tape<'b>,
+    run_id: &'a str,
+    done: &'a FetchedTx,
+    /// `limit=` and the filters every request ends with.
+    tail: String,
+    mapping: Option<PendingPage>,
+}
+
+/// The two reads of a tape: what is new, then further back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    Forward,
+    Back,
 }
 
 impl Syncer {
@@ -88,21 +153,30 @@ impl Syncer {
             partition: String::new(),
             company_key: None,
             seen: SeenKeys::default(),
+            unknown: AtomicBool::new(false),
         };
         // The poll keeps its own forward position even while the live stream
         // runs ahead: skipping to the stream's would save no request (one
         // page answers either way) and could skip what arrived before the
         // stream first connected.
-        let cursor = TapeCursor::read(checkpoints.get(""), "");
+        let mut cursor = TapeCursor::read(checkpoints.get(""), "");
         self.commit_as_fetched(run_id, progress, self.policy().page_group, |done| async move {
             let mut noted = Progress::default();
-            let read = self.sync_tape(&tape, run_id, cursor, &mut noted, &done).await;
-            goes_on(&done, read).await;
+            for pass in [Pass::Forward, Pass::Back] {
+                let read = self
+                    .sync_tape(&tape, run_id, &mut cursor, pass, &mut noted, &done)
+                    .await;
+                if !goes_on(&done, read).await {
+                    break;
+                }
+            }
             noted
         })
         .await
     }
 
+    /// Every company's new items first, then the backfills, the least
+    /// advanced first: what the quota leaves after the fresh poll goes back.
     pub(super) async fn run_company_tapes(
         &self,
         pipeline: &Pipeline,
@@ -120,94 +194,125 @@ impl Syncer {
         self.commit_as_fetched(run_id, progress, self.policy().page_group, |done| async move {
             let mut noted = Progress::default();
             let done = &done;
-            let tapes = members.into_iter().map(|m| {
-                let tape = Tape {
-                    pipeline,
-                    feed,
-                    route: pipeline.route.replace("{company}", &encode(&m.key)),
-                    partition: m.key.clone(),
-                    company_key: Some(m.key),
-                    seen: SeenKeys::default(),
-                };
-                let cursor = TapeCursor::read(checkpoints.get(&tape.partition), &tape.partition);
-                async move {
-                    let mut own = Progress::default();
-                    let result = self.sync_tape(&tape, run_id, cursor, &mut own, done).await;
-                    (own, result)
+            let mut tapes: Vec<(Tape, TapeCursor)> = members
+                .into_iter()
+                .map(|m| {
+                    let tape = Tape {
+                        pipeline,
+                        feed,
+                        route: pipeline.route.replace("{company}", &encode(&m.key)),
+                        partition: m.key.clone(),
+                        company_key: Some(m.key),
+                        seen: SeenKeys::default(),
+                        unknown: AtomicBool::new(false),
+                    };
+                    let cursor = TapeCursor::read(checkpoints.get(&tape.partition), &tape.partition);
+                    (tape, cursor)
+                })
+                .collect();
+            let horizon = self.horizon(pipeline);
+            for pass in [Pass::Forward, Pass::Back] {
+                if pass == Pass::Back {
+                    tapes
+                        .retain(|(tape, cursor)| !tape.unknown.load(Ordering::Relaxed) && cursor.backfill_due(horizon));
+                    // Never read back first: the newest reached first.
+                    tapes.sort_by_key(|(_, cursor)| {
+                        std::cmp::Reverse(cursor.reached.unwrap_or(DateTime::<Utc>::MAX_UTC))
+                    });
                 }
-            });
-            // Collected first: see `run_per_company`.
-            let mut results = futures::stream::iter(tapes.collect::<Vec<_>>()).buffer_unordered(concurrency);
-            while let Some((own, result)) = results.next().await {
-                noted.absorb(own);
-                if !goes_on(done, result).await {
+                let reads = tapes.into_iter().map(|(tape, mut cursor)| async move {
+                    let mut own = Progress::default();
+                    let result = self.sync_tape(&tape, run_id, &mut cursor, pass, &mut own, done).await;
+                    (tape, cursor, own, result)
+                });
+                // Collected first: see `run_per_company`.
+                let mut results = futures::stream::iter(reads.collect::<Vec<_>>()).buffer_unordered(concurrency);
+                let mut read = Vec::new();
+                let mut stop = false;
+                while let Some((tape, cursor, own, result)) = results.next().await {
+                    noted.absorb(own);
+                    if !goes_on(done, result).await {
+                        stop = true;
+                        break;
+                    }
+                    read.push((tape, cursor));
+                }
+                if stop {
                     break;
                 }
+                tapes = read;
             }
             noted
         })
         .await
     }
 
-    /// Reads one tape forward, then back to its horizon, handing each page with
-    /// the cursor that follows it to the commit side; false when the fetching
-    /// must stop.
+    /// Where a backfill stops: `backfill_days` back from now, or nowhere.
+    fn horizon(&self, pipeline: &Pipeline) -> Option<DateTime<Utc>> {
+        pipeline
+            .params
+            .backfill_days
+            .map(|days| self.clock.now() - Duration::days(i64::from(days)))
+    }
+
+    /// Reads one pass of a tape, handing each page with the cursor that
+    /// follows it to the commit side; false when the fetching must stop.
     async fn sync_tape(
         &self,
         tape: &Tape<'_>,
         run_id: &str,
-        cursor: TapeCursor,
+        cursor: &mut TapeCursor,
+        pass: Pass,
         progress: &mut Progress,
         done: &FetchedTx,
     ) -> Result<bool, SyncError> {
-        let mut mapping = None;
-        let read = self.read_tape(tape, run_id, cursor, progress, done, &mut mapping).await;
+        let limit = tape.pipeline.params.page_limit.unwrap_or(200);
+        let mut reading = Reading {
+            tape,
+            run_id,
+            done,
+            tail: format!("limit={limit}{}", (tape.feed.filters)(&self.config)),
+            mapping: None,
+        };
+        let read = match pass {
+            Pass::Forward => self.read_forward(&mut reading, cursor, progress).await,
+            Pass::Back => self.read_back(&mut reading, cursor, progress).await,
+        };
         // The last page read goes to the commit side whatever ended the
         // reading, and before an error, so a quota wall still commits it.
-        let sent = match mapping {
+        let sent = match reading.mapping {
             Some(page) => send_mapped(page, done).await,
             None => true,
         };
         read.map(|go_on| go_on && sent)
     }
 
-    /// [`Syncer::sync_tape`]'s reading. Each page's items are mapped off the
-    /// fetch chain while the next page is requested: the next cursor needs
-    /// only the page's own fields and its oldest `firstSeenAt`. `mapping` holds
-    /// the page read last until the next one is on its way.
-    async fn read_tape(
+    /// The head first when nothing was read yet, then `after` and
+    /// `changedSince` until the service says nothing more remains. Each
+    /// page's items are mapped off the fetch chain while the next page is
+    /// requested: the next cursor needs only the page's own fields and its
+    /// oldest `firstSeenAt`.
+    async fn read_forward(
         &self,
-        tape: &Tape<'_>,
-        run_id: &str,
-        mut cursor: TapeCursor,
+        r: &mut Reading<'_, '_>,
+        cursor: &mut TapeCursor,
         progress: &mut Progress,
-        done: &FetchedTx,
-        mapping: &mut Option<PendingPage>,
     ) -> Result<bool, SyncError> {
-        let limit = tape.pipeline.params.page_limit.unwrap_or(200);
-        let filters = (tape.feed.filters)(&self.config);
-        // Forward: the head first when nothing was read yet, then after/changedSince
-        // until the service says nothing more remains.
+        let (route, tail) = (&r.tape.route, &r.tail);
         loop {
             let route = match (&cursor.after, &cursor.changed_since) {
-                (Some(after), Some(since)) => format!(
-                    "{}?after={}&changedSince={}&limit={limit}{filters}",
-                    tape.route,
-                    encode(after),
-                    encode(since)
-                ),
-                (Some(after), None) => format!("{}?after={}&limit={limit}{filters}", tape.route, encode(after)),
-                (None, _) => format!("{}?limit={limit}{filters}", tape.route),
+                (Some(after), Some(since)) => {
+                    format!("{route}?after={}&changedSince={}&{tail}", encode(after), encode(since))
+                }
+                (Some(after), None) => format!("{route}?after={}&{tail}", encode(after)),
+                (None, _) => format!("{route}?{tail}"),
             };
             let head = cursor.after.is_none();
-            let Some(page) = self.tape_page(tape, run_id, &route, progress).await? else {
+            let Some(page) = self.tape_page(r.tape, r.run_id, &route, progress).await? else {
                 return Ok(true);
             };
-            if head && cursor.horizon.is_none() {
-                let days = i64::from(tape.pipeline.params.backfill_days.unwrap_or(7));
-                let horizon = self.clock.now() - Duration::days(days);
-                cursor.horizon = Some(horizon);
-                cursor.before = backfill_continues(&page.head, horizon);
+            if head && cursor.before.is_none() && !cursor.complete {
+                cursor.went_back(&page.head);
             }
             let more = !head && page.head.has_more;
             if more
@@ -221,27 +326,46 @@ impl Syncer {
             }
             cursor.after = page.head.latest_id.clone().or(cursor.after.take());
             cursor.changed_since = page.head.server_time.clone().or(cursor.changed_since.take());
-            if !hand_on(mapping, tape, page.rows, &cursor, done).await {
+            if !hand_on(&mut r.mapping, r.tape, page.rows, cursor, r.done).await {
                 return Ok(false);
             }
             // After the head, what arrives next is the next run's forward poll.
             if !more {
-                break;
+                return Ok(true);
             }
         }
-        // Back: `before` pages down to the horizon fixed at the first sync. A
-        // crash loses at most the pages of the group in flight, read again on resume.
-        let horizon = cursor.horizon.unwrap_or(DateTime::<Utc>::MIN_UTC);
-        while let Some(from) = cursor.before.take() {
-            let route = format!("{}?before={}&limit={limit}{filters}", tape.route, encode(&from));
-            let Some(page) = self.tape_page(tape, run_id, &route, progress).await? else {
+    }
+
+    /// `before` pages back from where the backfill stopped, to the horizon
+    /// or the start of the tape. A crash loses at most the pages of the
+    /// group in flight, read again on resume.
+    async fn read_back(
+        &self,
+        r: &mut Reading<'_, '_>,
+        cursor: &mut TapeCursor,
+        progress: &mut Progress,
+    ) -> Result<bool, SyncError> {
+        let horizon = self.horizon(r.tape.pipeline);
+        let (route, tail) = (&r.tape.route, &r.tail);
+        while cursor.backfill_due(horizon) {
+            if !self.client.may_backfill() {
+                progress.backfill_paused = true;
+                return Ok(true);
+            }
+            let route = match &cursor.before {
+                Some(from) => format!("{route}?before={}&{tail}", encode(from)),
+                // A tape whose backfill stopped without keeping where: from the head, once.
+                None => format!("{route}?{tail}"),
+            };
+            let Some(page) = self.tape_page(r.tape, r.run_id, &route, progress).await? else {
                 return Ok(true);
             };
-            cursor.before = backfill_continues(&page.head, horizon);
-            if cursor.before.as_ref() == Some(&from) {
-                return Err(stuck(&route, "nextCursor", Some(&from)));
+            let from = cursor.before.take();
+            cursor.went_back(&page.head);
+            if from.is_some() && cursor.before == from {
+                return Err(stuck(&route, "nextCursor", from.as_deref()));
             }
-            if !hand_on(mapping, tape, page.rows, &cursor, done).await {
+            if !hand_on(&mut r.mapping, r.tape, page.rows, cursor, r.done).await {
                 return Ok(false);
             }
         }
@@ -288,6 +412,7 @@ impl Syncer {
                 Ok(Some(FetchedPage { head, rows }))
             }
             Err(UpstreamError::NotFound { route, message }) => {
+                tape.unknown.store(true, Ordering::Relaxed);
                 progress.problems.push(format!("{route}: 404 {message}"));
                 Ok(None)
             }
@@ -355,12 +480,4 @@ fn stuck(route: &str, field: &str, at: Option<&str>) -> SyncError {
         "{route}: the service said more follows, but its {field} did not move (still {}); stopped rather than ask for the same page again",
         at.unwrap_or("absent")
     ))
-}
-
-/// The next `before`, unless this page reached the horizon or the start of the tape.
-fn backfill_continues(page: &TapeHead, horizon: DateTime<Utc>) -> Option<String> {
-    if page.items == 0 || page.oldest.is_some_and(|t| t < horizon) {
-        return None;
-    }
-    page.next_cursor.clone()
 }

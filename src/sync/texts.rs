@@ -12,8 +12,9 @@ use crate::records::Rows;
 use crate::upstream::{Access, UpstreamError, encode};
 
 impl Syncer {
-    /// Parts of documents of the last `text_days`: coded parts one by one,
-    /// the uncoded part ('') without the part query.
+    /// Parts of documents of the last `text_days` (all without), newest
+    /// first, so a quota wall leaves a gap only at the old end: coded parts
+    /// one by one, the uncoded part ('') without the part query.
     pub(super) async fn run_parent_texts(
         &self,
         pipeline: &Pipeline,
@@ -22,7 +23,10 @@ impl Syncer {
         members: Vec<Member>,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
-        let since = self.clock.now().date_naive() - Duration::days(i64::from(pipeline.params.text_days.unwrap_or(30)));
+        let since = pipeline
+            .params
+            .text_days
+            .map(|days| self.clock.now().date_naive() - Duration::days(i64::from(days)));
         let keys: Vec<String> = members.into_iter().map(|m| m.key).collect();
         let (parent, parts, texts) = (feed.parent, feed.parts, feed.texts);
         let missing = self
@@ -41,6 +45,9 @@ impl Syncer {
                 let mut problems = Vec::new();
                 let mut queue = vec![part];
                 while let Some(part) = queue.pop() {
+                    if !self.client.may_backfill() {
+                        return (rows, listed, problems, Ok(true));
+                    }
                     let route = if part.is_empty() {
                         path.clone()
                     } else {
@@ -78,7 +85,7 @@ impl Syncer {
                         Err(e) => return (rows, listed, problems, Err(upstream_error(e))),
                     }
                 }
-                (rows, listed, problems, Ok(()))
+                (rows, listed, problems, Ok(false))
             }
         });
         // Collected first: see `run_per_company`.
@@ -89,7 +96,7 @@ impl Syncer {
             }
             progress.problems.extend(problems);
             self.commit(run_id, rows, None, progress).await?;
-            result?;
+            progress.backfill_paused |= result?;
         }
         Ok(())
     }

@@ -157,6 +157,10 @@ impl Syncer {
         let (first_from, first_to) = (from, to);
         let mut marks_fresh = first_run.then_some(to);
         loop {
+            if direction == Direction::Backfill && !self.client.may_backfill() {
+                progress.backfill_paused = true;
+                return Ok(());
+            }
             let asked = if last.is_some() { offset - 1 } else { offset };
             let route = format!(
                 "{}?{}",

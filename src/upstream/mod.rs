@@ -174,6 +174,8 @@ struct Inner {
     /// Requests this client may still send (`u64::MAX`: no cap).
     budget: std::sync::atomic::AtomicU64,
     budget_limit: std::sync::atomic::AtomicU64,
+    /// Requests a backfill leaves unspent: the fresh polls still to come in this run.
+    kept_for_fresh: std::sync::atomic::AtomicU64,
     clock: Clock,
     pacer: Pacer,
     public_pacer: Pacer,
@@ -219,6 +221,7 @@ impl Client {
                 use_credits: config.use_credits,
                 budget: std::sync::atomic::AtomicU64::new(u64::MAX),
                 budget_limit: std::sync::atomic::AtomicU64::new(u64::MAX),
+                kept_for_fresh: Default::default(),
                 pacer: Pacer::new(clock.clone(), plan_limit),
                 public_pacer: Pacer::new(clock.clone(), None),
                 clock,
@@ -295,6 +298,34 @@ impl Client {
         use std::sync::atomic::Ordering::Relaxed;
         self.inner.budget.store(limit, Relaxed);
         self.inner.budget_limit.store(limit, Relaxed);
+    }
+
+    /// Keeps `requests` of what is left (of the quota as last seen, and of
+    /// the run's budget) from backfills: the fresh polls still due this run.
+    pub fn keep_for_fresh(&self, requests: u64) {
+        self.inner
+            .kept_for_fresh
+            .store(requests, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a backfill may send its next request: what is left, as far
+    /// as this client knows, is more than the fresh polls still due need.
+    /// Past the quota window's reset nothing is known to be short.
+    pub fn may_backfill(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let kept = self.inner.kept_for_fresh.load(Relaxed);
+        if kept == 0 {
+            return true;
+        }
+        let budget = self.inner.budget.load(Relaxed);
+        let seen = self.quota_seen();
+        let quota = match (seen.quota.remaining, seen.quota.reset_at) {
+            (Some(left), reset) if reset.is_none_or(|r| self.inner.clock.now() < r) => {
+                left.saturating_sub(seen.in_flight)
+            }
+            _ => u64::MAX,
+        };
+        budget.min(quota) > kept
     }
 
     /// Takes one request from the budget, or says it is spent.

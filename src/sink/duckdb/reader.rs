@@ -6,17 +6,26 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use duckdb::{AccessMode, Connection};
 use serde::Serialize;
 
-use super::{held_by_another_process, sql_err};
+use super::{held_by_another_process, ident, sql_err};
+use crate::feeds::{Stored, StoredParts};
 use crate::sink::SinkError;
 use crate::sink::lock::Holder;
 
 /// How long a reader waits for a writer to let go of the file (it does after
 /// a second idle).
 const BUSY_WAIT: Duration = Duration::from_secs(15);
+
+/// [`BookkeepingReader::part_texts`].
+#[derive(Debug, Clone, Copy)]
+pub struct PartTexts {
+    pub listed: u64,
+    pub stored: u64,
+    pub newest_missing: Option<NaiveDate>,
+}
 
 /// A pipeline's newest `_sync_runs` row.
 #[derive(Debug, Serialize)]
@@ -155,20 +164,84 @@ impl BookkeepingReader {
         rows.collect::<Result<_, _>>().map_err(err())
     }
 
-    /// Each pipeline's checkpoint in `partition`, where it has one.
+    /// Every checkpoint of `pipeline`: (partition, cursor).
     ///
     /// # Errors
     /// When `_sync_checkpoints` cannot be read.
-    pub fn checkpoints_in(&self, partition: &str) -> Result<HashMap<String, String>, SinkError> {
+    pub fn checkpoints_of(&self, pipeline: &str) -> Result<Vec<(String, String)>, SinkError> {
         let err = || sql_err("_sync_checkpoints", "reading the checkpoints");
         let mut stmt = self
             .conn
-            .prepare("SELECT pipeline, cursor FROM _sync_checkpoints WHERE \"partition\" = ?")
+            .prepare("SELECT \"partition\", cursor FROM _sync_checkpoints WHERE pipeline = ?")
             .map_err(err())?;
         let rows = stmt
-            .query_map([partition], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .query_map([pipeline], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
             .map_err(err())?;
         rows.collect::<Result<_, _>>().map_err(err())
+    }
+
+    /// How many documents of `stored` are dated `since` or later.
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn count_dated_since(&self, stored: &Stored, since: NaiveDate) -> Result<u64, SinkError> {
+        let sql = format!(
+            "SELECT count(*) FROM {} WHERE {} >= ?::DATE",
+            ident(stored.table.name),
+            ident(stored.dated)
+        );
+        self.conn
+            .query_row(&sql, [since.to_string()], |r| r.get(0))
+            .map_err(sql_err(stored.table.name, "counting stored documents"))
+    }
+
+    /// The part texts of the universe's stored documents: how many are
+    /// listed, how many stored, and the newest date of a document with one
+    /// missing. A document listing no part has one uncoded part ('') when
+    /// `uncoded` is set, none otherwise.
+    ///
+    /// # Errors
+    /// When a table cannot be read.
+    pub fn part_texts(
+        &self,
+        documents: &Stored,
+        listed: &str,
+        uncoded: bool,
+        texts: &StoredParts,
+    ) -> Result<PartTexts, SinkError> {
+        let parts = if uncoded {
+            format!(
+                "CASE WHEN len({l}) = 0 THEN ['']::VARCHAR[] ELSE {l} END",
+                l = ident(listed)
+            )
+        } else {
+            ident(listed)
+        };
+        let sql = format!(
+            "WITH wanted AS (
+                SELECT {id} AS id, {dated} AS dated, unnest({parts}) AS part FROM {documents}
+                WHERE {company} IN (SELECT company_key FROM companies)),
+             got AS (
+                SELECT w.dated, t.{text_id} IS NOT NULL AS stored FROM wanted w
+                LEFT JOIN {texts} t ON t.{text_id} = w.id AND t.{text_part} = w.part)
+             SELECT count(*), count(*) FILTER (WHERE stored), max(dated) FILTER (WHERE NOT stored) FROM got",
+            id = ident(documents.id),
+            dated = ident(documents.dated),
+            documents = ident(documents.table.name),
+            company = ident(documents.company),
+            texts = ident(texts.table.name),
+            text_id = ident(texts.id),
+            text_part = ident(texts.part),
+        );
+        self.conn
+            .query_row(&sql, [], |r| {
+                Ok(PartTexts {
+                    listed: r.get(0)?,
+                    stored: r.get(1)?,
+                    newest_missing: r.get(2)?,
+                })
+            })
+            .map_err(sql_err(texts.table.name, "counting stored part texts"))
     }
 
     /// The last window each key was seen with, newest first.

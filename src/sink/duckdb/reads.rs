@@ -131,7 +131,8 @@ impl DuckDbSink {
     }
 
     /// (company, document, part) of the companies' documents dated since
-    /// `since` whose part text is not stored; '' is a document's uncoded part
+    /// `since` (all of them without), or undated, whose part text is not
+    /// stored, the newest documents first; '' is a document's uncoded part
     /// (its `parts` list is empty).
     ///
     /// # Errors
@@ -142,19 +143,20 @@ impl DuckDbSink {
         parts: &str,
         texts: &StoredParts,
         companies: &[String],
-        since: NaiveDate,
+        since: Option<NaiveDate>,
     ) -> Result<Vec<(String, String, String)>, SinkError> {
         if companies.is_empty() {
             return Ok(Vec::new());
         }
         let sql = format!(
             "WITH wanted AS (
-                SELECT {company} AS company_key, {id} AS id,
+                SELECT {company} AS company_key, {id} AS id, {dated} AS dated,
                        unnest(CASE WHEN len({parts}) = 0 THEN ['']::VARCHAR[] ELSE {parts} END) AS part
-                FROM {parent} WHERE {company} IN (SELECT value FROM {BOUND_LIST}) AND {dated} >= ?::DATE)
+                FROM {parent} WHERE {company} IN (SELECT value FROM {BOUND_LIST})
+                  AND ({dated} IS NULL OR {dated} >= ?::DATE))
              SELECT w.company_key, w.id, w.part FROM wanted w
              ANTI JOIN {texts} t ON t.{text_id} = w.id AND t.{text_part} = w.part
-             ORDER BY w.id, w.part",
+             ORDER BY w.dated DESC NULLS LAST, w.id, w.part",
             company = ident(parent.company),
             id = ident(parent.id),
             parts = ident(parts),
@@ -167,7 +169,7 @@ impl DuckDbSink {
         self.rows(
             (texts.table.name, "listing missing texts"),
             &sql,
-            &[&json_list(companies), &since.to_string()],
+            &[&json_list(companies), &date_or_open(since)],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
     }
@@ -187,7 +189,7 @@ impl DuckDbSink {
     }
 
     /// (company, document, part) of the parts stored for the companies'
-    /// documents dated since `since`, or undated.
+    /// documents dated since `since` (all of them without), or undated.
     ///
     /// # Errors
     /// When either table cannot be read.
@@ -196,7 +198,7 @@ impl DuckDbSink {
         documents: &Stored,
         parts: &StoredParts,
         companies: &[String],
-        since: NaiveDate,
+        since: Option<NaiveDate>,
     ) -> Result<Vec<(String, String, String)>, SinkError> {
         if companies.is_empty() {
             return Ok(Vec::new());
@@ -216,7 +218,7 @@ impl DuckDbSink {
         self.rows(
             (parts.table.name, "listing stored parts"),
             &sql,
-            &[&json_list(companies), &since.to_string()],
+            &[&json_list(companies), &date_or_open(since)],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
     }
@@ -258,4 +260,9 @@ impl DuckDbSink {
             .query_row(&sql, [], |r| r.get(0))
             .map_err(sql_err(table, "counting rows"))
     }
+}
+
+/// A date bound for SQL: open (`-infinity`) without one.
+fn date_or_open(since: Option<NaiveDate>) -> String {
+    since.map_or_else(|| "-infinity".to_owned(), |d| d.to_string())
 }
