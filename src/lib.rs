@@ -40,6 +40,7 @@ pub mod feeds;
 pub mod lake;
 pub mod metrics;
 pub mod pipeline;
+pub mod plan;
 pub mod planner;
 pub mod progress;
 pub mod records;

@@ -2,6 +2,7 @@
 //! and the quota the service reported last, read from the warehouse's
 //! bookkeeping tables without writing to it.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,7 @@ use serde::Serialize;
 
 use crate::feeds::Fetch;
 use crate::pipeline::Pipeline;
+use crate::planner::{self, Due, History};
 use crate::sink::duckdb::reader::{BookkeepingReader, PartTexts};
 pub use crate::sink::duckdb::reader::{LastRun, QuotaStatus};
 use crate::sink::lock::{Holder, WriterLock};
@@ -44,6 +46,8 @@ pub struct PipelineStatus {
     pub next_run_at: Option<DateTime<Utc>>,
     /// A backfill's progress, where the pipeline has one.
     pub backfill: Option<BackfillStatus>,
+    /// Whether `sync --once` runs it now, and why (or when it will).
+    pub due: Due,
 }
 
 /// How far a backfill has reached back, and what is left where that is
@@ -99,7 +103,20 @@ pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<S
     };
     let mut runs = runs;
     let mut checkpoints = checkpoints;
+    let times = match &reader {
+        Some(reader) => reader.run_times()?,
+        None => HashMap::new(),
+    };
     for p in pipelines {
+        let backfill = match &reader {
+            Some(reader) => backfill_of(p, reader)?,
+            None => None,
+        };
+        let history = History {
+            times: times.get(&p.name).copied().unwrap_or_default(),
+            last: runs.get(&p.name).map(|r| (r.status.clone(), r.error.clone())),
+            backfill_left: backfill.as_ref().is_some_and(|b| backfill_left(p, b, now)),
+        };
         let last_ok_at = oks.get(&p.name).copied();
         let (count, newest) = checkpoints.remove(&p.name).unwrap_or((0, None));
         let last_run = runs.remove(&p.name);
@@ -119,18 +136,51 @@ pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<S
             checkpoint_partition: newest.as_ref().map(|c| c.0.clone()),
             checkpoint: newest.as_ref().map(|c| c.1.clone()),
             checkpoint_updated_at: newest.map(|c| c.2),
-            backfill: match &reader {
-                Some(reader) => backfill_of(p, reader)?,
-                None => None,
-            },
+            backfill,
+            due: planner::due(p, &history, now),
         });
     }
     Ok(status)
 }
 
+/// When each pipeline of the warehouse behind `reader` is due, as `sync
+/// --once` decides.
+///
+/// # Errors
+/// When the bookkeeping tables cannot be read.
+pub fn due(reader: &BookkeepingReader, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<Vec<Due>, SyncError> {
+    let (runs, times) = (reader.last_runs()?, reader.run_times()?);
+    pipelines
+        .iter()
+        .map(|p| {
+            let backfill = backfill_of(p, reader)?;
+            let history = History {
+                times: times.get(&p.name).copied().unwrap_or_default(),
+                last: runs.get(&p.name).map(|r| (r.status.clone(), r.error.clone())),
+                backfill_left: backfill.as_ref().is_some_and(|b| backfill_left(p, b, now)),
+            };
+            Ok(planner::due(p, &history, now))
+        })
+        .collect()
+}
+
+/// Whether a tape's or the wire's backfill has further to go: not complete,
+/// and not past its horizon. Texts go by their own schedule.
+fn backfill_left(p: &Pipeline, b: &BackfillStatus, now: DateTime<Utc>) -> bool {
+    let horizon = p
+        .params
+        .backfill_days
+        .map(|days| (now - chrono::Duration::days(i64::from(days))).date_naive());
+    matches!(
+        p.feed.fetch,
+        Fetch::Cursor(_) | Fetch::CompanyCursor(_) | Fetch::OffsetWindows(_)
+    ) && !b.complete
+        && b.reached.is_none_or(|r| horizon.is_none_or(|h| r > h))
+}
+
 /// A pipeline's backfill, read as its fetch engine keeps it; `None` for an
 /// engine without one, or one that has not started.
-fn backfill_of(p: &Pipeline, reader: &BookkeepingReader) -> Result<Option<BackfillStatus>, SyncError> {
+pub(crate) fn backfill_of(p: &Pipeline, reader: &BookkeepingReader) -> Result<Option<BackfillStatus>, SyncError> {
     let page = u64::from(p.params.page_limit.unwrap_or(200)).max(1);
     let status = match &p.feed.fetch {
         Fetch::OffsetWindows(windows) => {
@@ -189,9 +239,11 @@ fn backfill_of(p: &Pipeline, reader: &BookkeepingReader) -> Result<Option<Backfi
                 ..Default::default()
             }
         }
-        Fetch::ParentTexts(texts) => part_texts(reader.part_texts(texts.parent, texts.parts, true, texts.texts)?),
+        Fetch::ParentTexts(texts) => {
+            part_texts(reader.part_texts(texts.parent, texts.parts, true, texts.texts, None)?)
+        }
         Fetch::DocumentsAndSections(docs) => {
-            part_texts(reader.part_texts(docs.documents, docs.listed, false, docs.parts)?)
+            part_texts(reader.part_texts(docs.documents, docs.listed, false, docs.parts, None)?)
         }
         _ => return Ok(None),
     };
@@ -271,7 +323,11 @@ pub fn write_text(out: &mut impl Write, status: &Status) -> std::io::Result<()> 
             reqs,
             rows,
             age(p.freshness_secs),
-            ts(p.next_run_at)
+            if p.due.runs() {
+                format!("now: {}", p.due)
+            } else {
+                ts(p.next_run_at)
+            }
         )?;
         if let Some(error) = p.last_run.as_ref().and_then(|r| r.error.as_deref()) {
             writeln!(out, "{:<16} ! {}", "", shorten(error))?;

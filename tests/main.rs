@@ -14,6 +14,8 @@ mod budget;
 mod cli;
 /// The service definitions in deploy/: systemd, Kubernetes, Docker.
 mod deploy;
+/// The quota run by run: what is due, shared so no pipeline starves.
+mod economy;
 /// The emulator: as strict as the spec.
 mod emulator;
 /// A hostile upstream: redirects, absurd headers, stuck cursors, endless bodies.

@@ -1,13 +1,15 @@
 //! A run's own records: its `_sync_runs` rows, the request log, and the
 //! quota ledger that lets a process started by cron resume today's window.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 
 use super::{PipelineOutcome, Syncer, UNIVERSE_PIPELINE};
 use crate::batch::BatchBuilder;
 use crate::bookkeeping::{QuotaRow, RequestRow, SYNC_QUOTA, SYNC_REQUESTS, SYNC_RUNS, SyncRunRow};
 use crate::pipeline::Pipeline;
-use crate::planner;
+use crate::planner::{self, RunTimes};
 use crate::sink::{Commit, SinkError, TableBatch};
 use crate::upstream::RequestRecord;
 
@@ -96,13 +98,15 @@ impl Syncer {
         Ok(())
     }
 
-    /// Says so when the quota left (as far as known) cannot cover what is due;
-    /// pipelines then run in priority order and the least recently synced
-    /// companies go first, so the budget goes where it matters and every
-    /// company gets its turn over successive runs.
-    pub(super) async fn warn_if_quota_short(&self, pipelines: &[Pipeline]) {
-        let Some(remaining) = self.client.quota_seen().quota.remaining else {
-            return;
+    /// When the quota known to be left (what the service said last, or the
+    /// plan's whole window once it has reset) cannot cover the least that
+    /// `pipelines` need: when each pipeline last ran, for the fair order.
+    pub(super) async fn short_of_quota(&self, pipelines: &[Pipeline]) -> Option<HashMap<String, RunTimes>> {
+        let quota = self.client.quota_seen().quota;
+        let left = match (quota.remaining, quota.reset_at) {
+            (Some(left), Some(reset)) if self.clock.now() < reset => left,
+            (Some(left), None) => left,
+            _ => quota.limit?,
         };
         let known = self
             .sink
@@ -112,15 +116,24 @@ impl Syncer {
             .and_then(Result::ok)
             .unwrap_or_default();
         let due = planner::requests_due(pipelines, &self.config.universe, &known);
-        if due > remaining {
-            let order: Vec<&str> = pipelines.iter().map(|p| p.name.as_str()).collect();
-            tracing::warn!(
-                message = "The quota left cannot cover every request due; running pipelines by priority.",
-                quota_remaining = remaining,
-                requests_due = due,
-                order = ?order
-            );
+        if due <= left || pipelines.len() < 2 {
+            return None;
         }
+        let times = match self.sink.call(|s| s.run_times()).await {
+            Ok(Ok(times)) => times,
+            _ => HashMap::new(),
+        };
+        let order: Vec<&str> = planner::fair_order(pipelines, &times, self.clock.now())
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        tracing::warn!(
+            message = "The quota left cannot cover every request due; the pipelines share it, the least recently served first.",
+            quota_left = left,
+            requests_due = due,
+            order = ?order
+        );
+        Some(times)
     }
 
     pub(super) fn request_log(&self, run_id: &str) -> Result<Option<TableBatch>, SinkError> {

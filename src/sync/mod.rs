@@ -35,6 +35,13 @@ pub use self::stream::StreamReport;
 pub use self::tape::{STREAM_PARTITION, TapeBackfill};
 pub use self::windows::{BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, PENDING_LOOKBACK_DAYS};
 
+/// What a run that stopped with work left says: its next run goes on.
+pub const RESUMES: &str = "the next run resumes from the checkpoints";
+
+/// Rounds of a run in which pipelines cut by their share of the quota get
+/// what is left over.
+const MOST_ROUNDS: usize = 3;
+
 /// Why a run could not finish; each maps to an exit code of the operator contract.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
@@ -57,10 +64,12 @@ pub enum SyncError {
     #[error("{failed} pipeline(s) failed: {names}")]
     PipelinesFailed { failed: usize, names: String },
     /// `--max-requests` was reached: not a failure, the next run resumes.
-    #[error(
-        "the request budget of {limit} requests (--max-requests) is spent; the next run resumes from the checkpoints"
-    )]
+    #[error("the request budget of {limit} requests (--max-requests) is spent; {RESUMES}")]
     BudgetSpent { limit: u64 },
+    /// The pipeline's share of the quota left is spent: not a failure; the
+    /// run goes on with the next, and the next run starts with this one.
+    #[error("its share of the quota left ({cap} requests) is spent; {RESUMES}, this pipeline among the first")]
+    ShareSpent { cap: u64 },
     #[error("cannot write output: {0}")]
     Io(#[from] std::io::Error),
     #[error("{0} (the warehouse has every row; the next publish resumes)")]
@@ -137,7 +146,12 @@ impl Syncer {
         )
     }
 
-    /// Runs `pipelines` once, in the order given.
+    /// Runs `pipelines` once, in the order given; when the quota left is
+    /// known to fall short of what they need, in the fair order instead
+    /// ([`planner::fair_order`]). While what is left cannot cover the least
+    /// the pipelines still to run need, each takes an equal share of it
+    /// with those after it; pipelines cut by their share get what is left
+    /// over, in further rounds.
     ///
     /// # Errors
     /// A refused key or exhausted quota stops the run at once; other pipeline
@@ -152,111 +166,62 @@ impl Syncer {
         if let Err(e) = self.load_quota_ledger().await {
             return (report, Err(e.into()));
         }
-        self.warn_if_quota_short(pipelines).await;
+        let mut queue: Vec<&Pipeline> = match self.short_of_quota(pipelines).await {
+            Some(times) => planner::fair_order(pipelines, &times, self.clock.now()),
+            None => pipelines.iter().collect(),
+        };
         let mut universe: Option<Vec<Member>> = None;
         let mut failed = Vec::new();
         let (companies, countries) = (
             self.config.universe.companies.len() as u64,
             self.config.universe.countries.len() as u64,
         );
-        for (index, pipeline) in pipelines.iter().enumerate() {
-            // A backfill spends what the quota leaves after the fresh polls
-            // of the pipelines still to run.
-            let later = pipelines[index + 1..].iter();
-            self.client
-                .keep_for_fresh(later.map(|p| p.feed.fetch.least_requests(companies, countries)).sum());
-            let started_at = self.clock.now();
-            let sent_before = self.client.requests_sent();
-            tracing::info!(message = "Pipeline started.", pipeline = %pipeline.name, %run_id);
-            let tracker = crate::progress::Tracker::start(&pipeline.name);
-            let rows_before = crate::metrics::rows_committed();
-            let result = {
-                let run = self.run_pipeline(pipeline, &run_id, &mut universe);
-                tokio::pin!(run);
-                loop {
-                    tokio::select! {
-                        done = &mut run => break done,
-                        () = tracker.tick() => tracker.show(
-                            self.client.requests_sent() - sent_before,
-                            crate::metrics::rows_committed() - rows_before,
-                        ),
+        for round in 1..=MOST_ROUNDS {
+            let mut cut = Vec::new();
+            for (index, &pipeline) in queue.iter().enumerate() {
+                let later = &queue[index + 1..];
+                let least = |p: &Pipeline| p.feed.fetch.least_requests(companies, countries);
+                let later_least: u64 = later.iter().map(|p| least(p)).sum();
+                // A backfill spends what the quota leaves after the fresh polls
+                // of the pipelines still to run.
+                self.client.keep_for_fresh(later_least);
+                self.client
+                    .share_quota((queue.len() > 1).then_some((later.len() as u64 + 1, least(pipeline) + later_least)));
+                let (outcome, stop) = match self.run_turn(pipeline, &run_id, &mut universe).await {
+                    Ok(turn) => turn,
+                    Err(e) => return (report, Err(e)),
+                };
+                report.outcomes.push(outcome);
+                match stop {
+                    Some((true, SyncError::BudgetSpent { limit })) => {
+                        report.deferred = later.iter().map(|p| p.name.clone()).collect();
+                        tracing::warn!(
+                            message = "Request budget spent; later pipelines deferred to the next run.",
+                            limit,
+                            deferred = ?report.deferred
+                        );
+                        break;
                     }
-                }
-            };
-            tracker.finish();
-            let requests = self.client.requests_sent() - sent_before;
-            let (status, progress, error, stop) = match result {
-                Ok(p) if p.problems.is_empty() && p.quarantined == 0 => (RunStatus::Ok, p, None, None),
-                Ok(p) => {
-                    let mut problems = p.problems.clone();
-                    if p.quarantined > 0 {
-                        problems.push(format!("{} record(s) quarantined", p.quarantined));
+                    Some((true, SyncError::Interrupted)) => {
+                        report.deferred = later.iter().map(|p| p.name.clone()).collect();
+                        return (report, Err(SyncError::Interrupted));
                     }
-                    (RunStatus::Partial, p, Some(problems.join("; ")), None)
+                    Some((true, e)) => return (report, Err(e)),
+                    Some((false, SyncError::ShareSpent { .. })) => cut.push(pipeline),
+                    Some((false, e)) => failed.push(format!("{} ({e})", pipeline.name)),
+                    None => {}
                 }
-                Err((p, e)) => {
-                    let status = match &e {
-                        SyncError::QuotaExhausted { .. } => RunStatus::QuotaExhausted,
-                        SyncError::BudgetSpent { .. } => RunStatus::Partial,
-                        SyncError::Interrupted => RunStatus::Interrupted,
-                        _ => RunStatus::Failed,
-                    };
-                    let stop = matches!(
-                        e,
-                        SyncError::QuotaExhausted { .. }
-                            | SyncError::Unauthenticated(_)
-                            | SyncError::Misdirected(_)
-                            | SyncError::Interrupted
-                            | SyncError::BudgetSpent { .. }
-                    );
-                    let message = e.to_string();
-                    (status, p, Some(message), Some((stop, e)))
-                }
-            };
-            if progress.backfill_paused {
-                tracing::info!(
-                    message = "Backfill paused: the quota left is kept for the fresh polls of the pipelines still to run; the next run goes on.",
-                    pipeline = %pipeline.name
-                );
             }
-            let outcome = PipelineOutcome {
-                pipeline: pipeline.name.clone(),
-                status,
-                requests,
-                rows_written: progress.rows_written,
-                quarantined: progress.quarantined,
-                error,
-            };
-            crate::metrics::pipeline_run(&pipeline.name, &outcome.status.to_string(), self.clock.now());
+            self.client.share_quota(None);
+            if cut.is_empty() || !report.deferred.is_empty() {
+                break;
+            }
             tracing::info!(
-                message = "Pipeline finished.",
-                pipeline = %pipeline.name,
-                status = %outcome.status,
-                requests,
-                rows_written = outcome.rows_written
+                message = "Pipelines cut by their share of the quota get what is left over.",
+                round = round + 1,
+                pipelines = ?cut.iter().map(|p| p.name.as_str()).collect::<Vec<_>>()
             );
-            if let Err(e) = self.record_run(&run_id, &outcome, started_at).await {
-                return (report, Err(e.into()));
-            }
-            report.outcomes.push(outcome);
-            match stop {
-                Some((true, SyncError::BudgetSpent { limit })) => {
-                    report.deferred = pipelines[index + 1..].iter().map(|p| p.name.clone()).collect();
-                    tracing::warn!(
-                        message = "Request budget spent; later pipelines deferred to the next run.",
-                        limit,
-                        deferred = ?report.deferred
-                    );
-                    break;
-                }
-                Some((true, SyncError::Interrupted)) => {
-                    report.deferred = pipelines[index + 1..].iter().map(|p| p.name.clone()).collect();
-                    return (report, Err(SyncError::Interrupted));
-                }
-                Some((true, e)) => return (report, Err(e)),
-                Some((false, e)) => failed.push(format!("{} ({e})", pipeline.name)),
-                None => {}
-            }
+            queue = cut;
         }
         if failed.is_empty() {
             (report, Ok(()))
@@ -269,6 +234,112 @@ impl Syncer {
                 }),
             )
         }
+    }
+
+    /// Whether each of `pipelines` is due now, and why: what `sync --once`
+    /// runs by default.
+    ///
+    /// # Errors
+    /// When the bookkeeping tables cannot be read.
+    pub async fn due(&self, pipelines: &[Pipeline]) -> Result<Vec<planner::Due>, SyncError> {
+        let (pipelines, now) = (pipelines.to_vec(), self.clock.now());
+        self.sink
+            .call(move |s| {
+                let conn = s
+                    .reading_connection()
+                    .map_err(|e| SyncError::Other(format!("reading the run log: {e}")))?;
+                crate::status::due(
+                    &crate::sink::duckdb::reader::BookkeepingReader::on(conn),
+                    &pipelines,
+                    now,
+                )
+            })
+            .await?
+    }
+
+    /// One pipeline's turn in a run, recorded in the run log: its outcome,
+    /// and the error that ended it early, with whether the run stops there.
+    async fn run_turn(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        universe: &mut Option<Vec<Member>>,
+    ) -> Result<(PipelineOutcome, Option<(bool, SyncError)>), SyncError> {
+        let started_at = self.clock.now();
+        let sent_before = self.client.requests_sent();
+        tracing::info!(message = "Pipeline started.", pipeline = %pipeline.name, %run_id);
+        let tracker = crate::progress::Tracker::start(&pipeline.name);
+        let rows_before = crate::metrics::rows_committed();
+        let result = {
+            let run = self.run_pipeline(pipeline, run_id, universe);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    done = &mut run => break done,
+                    () = tracker.tick() => tracker.show(
+                        self.client.requests_sent() - sent_before,
+                        crate::metrics::rows_committed() - rows_before,
+                    ),
+                }
+            }
+        };
+        tracker.finish();
+        let requests = self.client.requests_sent() - sent_before;
+        let (status, progress, error, stop) = match result {
+            Ok(p) if p.problems.is_empty() && p.quarantined == 0 && !p.backfill_paused => {
+                (RunStatus::Ok, p, None, None)
+            }
+            // Partial, so that `sync --once` runs it again next time.
+            Ok(p) if p.problems.is_empty() && p.quarantined == 0 => {
+                let why = format!(
+                    "backfill paused: the quota left is kept for the fresh polls of the pipelines still to run; {RESUMES}"
+                );
+                (RunStatus::Partial, p, Some(why), None)
+            }
+            Ok(p) => {
+                let mut problems = p.problems.clone();
+                if p.quarantined > 0 {
+                    problems.push(format!("{} record(s) quarantined", p.quarantined));
+                }
+                (RunStatus::Partial, p, Some(problems.join("; ")), None)
+            }
+            Err((p, e)) => {
+                let status = match &e {
+                    SyncError::QuotaExhausted { .. } => RunStatus::QuotaExhausted,
+                    SyncError::BudgetSpent { .. } | SyncError::ShareSpent { .. } => RunStatus::Partial,
+                    SyncError::Interrupted => RunStatus::Interrupted,
+                    _ => RunStatus::Failed,
+                };
+                let stop = matches!(
+                    e,
+                    SyncError::QuotaExhausted { .. }
+                        | SyncError::Unauthenticated(_)
+                        | SyncError::Misdirected(_)
+                        | SyncError::Interrupted
+                        | SyncError::BudgetSpent { .. }
+                );
+                let message = e.to_string();
+                (status, p, Some(message), Some((stop, e)))
+            }
+        };
+        let outcome = PipelineOutcome {
+            pipeline: pipeline.name.clone(),
+            status,
+            requests,
+            rows_written: progress.rows_written,
+            quarantined: progress.quarantined,
+            error,
+        };
+        crate::metrics::pipeline_run(&pipeline.name, &outcome.status.to_string(), self.clock.now());
+        tracing::info!(
+            message = "Pipeline finished.",
+            pipeline = %pipeline.name,
+            status = %outcome.status,
+            requests,
+            rows_written = outcome.rows_written
+        );
+        self.record_run(run_id, &outcome, started_at).await?;
+        Ok((outcome, stop))
     }
 
     async fn run_pipeline(
@@ -486,6 +557,7 @@ fn upstream_error(e: UpstreamError) -> SyncError {
         UpstreamError::Stopped => SyncError::Interrupted,
         UpstreamError::QuotaExhausted { .. } => SyncError::QuotaExhausted { message: e.to_string() },
         UpstreamError::BudgetSpent { limit } => SyncError::BudgetSpent { limit },
+        UpstreamError::ShareSpent { cap } => SyncError::ShareSpent { cap },
         other => SyncError::Other(other.to_string()),
     }
 }

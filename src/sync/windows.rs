@@ -79,7 +79,10 @@ impl Syncer {
                 .call(move |s| s.earliest_pending(stored, pending, lookback))
                 .await??;
             let (from, start) = match (pending, position.last) {
-                (Some(day), _) => (day.min(position.from), None),
+                // Everything dated before the last record read was read:
+                // from its day, or the pending one if older.
+                (Some(day), Some(last)) => (day.min(last.date), None),
+                (Some(day), None) => (day.min(position.from), None),
                 (None, Some(last)) => (position.from, Some(last)),
                 (None, None) if exact => (position.from, None),
                 // A bare day was read through: from the day before it.

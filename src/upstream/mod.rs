@@ -67,6 +67,9 @@ pub enum UpstreamError {
     },
     #[error("the request budget of this run ({limit} requests, --max-requests) is spent")]
     BudgetSpent { limit: u64 },
+    /// The running pipeline's fair share of the quota left is spent.
+    #[error("this pipeline's share of the quota left ({cap} requests) is spent")]
+    ShareSpent { cap: u64 },
     #[error(
         "{route}: the service answered HTTP {status} with a redirect to {location}; fdsync sends the API key only to upstream.base_url and follows no redirect to another origin: set upstream.base_url to the service's own address"
     )]
@@ -176,6 +179,9 @@ struct Inner {
     budget_limit: std::sync::atomic::AtomicU64,
     /// Requests a backfill leaves unspent: the fresh polls still to come in this run.
     kept_for_fresh: std::sync::atomic::AtomicU64,
+    /// The running pipeline's share of the quota left: how many pipelines
+    /// share it, the least they need, and `sent` when the pipeline started.
+    share: Mutex<Option<(u64, u64, u64)>>,
     clock: Clock,
     pacer: Pacer,
     public_pacer: Pacer,
@@ -222,6 +228,7 @@ impl Client {
                 budget: std::sync::atomic::AtomicU64::new(u64::MAX),
                 budget_limit: std::sync::atomic::AtomicU64::new(u64::MAX),
                 kept_for_fresh: Default::default(),
+                share: Mutex::new(None),
                 pacer: Pacer::new(clock.clone(), plan_limit),
                 public_pacer: Pacer::new(clock.clone(), None),
                 clock,
@@ -326,6 +333,43 @@ impl Client {
             _ => u64::MAX,
         };
         budget.min(quota) > kept
+    }
+
+    /// From now on, until called again, the requests sent take an equal
+    /// share of the quota left with the `pipelines - 1` that run after,
+    /// once what is left (what the service's headers say, plus what was
+    /// sent since) cannot cover `least`, the least they all need.
+    /// `None`: no share, the whole quota.
+    pub fn share_quota(&self, share: Option<(u64, u64)>) {
+        let sent = self.requests_sent();
+        *self.inner.share.lock().unwrap_or_else(|e| e.into_inner()) =
+            share.map(|(pipelines, least)| (pipelines.max(1), least, sent));
+    }
+
+    /// Takes one request from the running pipeline's share, or says it is
+    /// spent (its size). Without a quota figure from the service there is
+    /// no share.
+    fn take_share(&self) -> Result<(), u64> {
+        let Some((pipelines, least, sent_at_start)) = *self.inner.share.lock().unwrap_or_else(|e| e.into_inner())
+        else {
+            return Ok(());
+        };
+        let seen = self.quota_seen();
+        let left = match (seen.quota.remaining, seen.quota.reset_at) {
+            (Some(left), reset) if reset.is_none_or(|r| self.inner.clock.now() < r) => {
+                left.saturating_sub(seen.in_flight)
+            }
+            _ => return Ok(()),
+        };
+        let sent = self.requests_sent() - sent_at_start;
+        if left + sent >= least {
+            return Ok(());
+        }
+        let cap = (left + sent).div_ceil(pipelines).max(1);
+        if sent >= cap {
+            return Err(cap);
+        }
+        Ok(())
     }
 
     /// Takes one request from the budget, or says it is spent.
@@ -539,6 +583,12 @@ impl Client {
         if let Err(spent) = self.spend() {
             pacer.observe(None);
             return Err(spent);
+        }
+        if access == Access::Key
+            && let Err(cap) = self.take_share()
+        {
+            pacer.observe(None);
+            return Err(UpstreamError::ShareSpent { cap });
         }
         if access == Access::Key
             && let Err(exhausted) = self.reserve_quota()

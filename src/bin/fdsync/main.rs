@@ -56,9 +56,15 @@ enum Command {
         /// Run once and exit (the only mode of `sync`; `fdsync daemon` schedules).
         #[arg(long, required = true)]
         once: bool,
-        /// Run only this pipeline (repeatable); default every enabled pipeline.
-        #[arg(long = "pipeline", value_name = "NAME")]
+        /// Run this pipeline whether due or not (repeatable).
+        #[arg(long = "pipeline", value_name = "NAME", conflicts_with = "all")]
         pipelines: Vec<String>,
+        /// Run every enabled pipeline whether due or not. Without it (or
+        /// --pipeline), only those due: never synced, their schedule fired
+        /// since their last ok run, or work left from the last run (a quota
+        /// wall, a budget, a backfill not finished). `fdsync status` says which.
+        #[arg(long)]
+        all: bool,
         /// Send at most N requests (retries included). When they are spent the run
         /// stops at a commit boundary, exits 0, and lists the pipelines it deferred;
         /// the next run resumes from the checkpoints, stalest companies first.
@@ -103,6 +109,25 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Forecast the requests each pipeline spends a day and a month (steady
+    /// state, and the backfill left) against the plan's quota, from the
+    /// config, the pipelines and what the warehouse holds; sends no request.
+    /// Exits 0 when it fits, 1 when it does not, with what would make it fit.
+    ///
+    /// Example: fdsync plan --plan free --timer-minutes 15
+    Plan {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Hold it against this plan's published limits instead of the quota
+        /// the service reported last (or upstream.plan).
+        #[arg(long, value_parser = ["free", "build"])]
+        plan: Option<String>,
+        /// Forecast `sync --once` fired by a timer every N minutes (the
+        /// CronJob, the systemd timer) instead of the daemon.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        timer_minutes: Option<u32>,
     },
     /// The lake at [warehouse] parquet_dir: Delta Lake tables of Parquet files
     /// that Spark, Trino, DuckDB and BI tools read (see docs/lake.md).
@@ -194,8 +219,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Sync {
             once: _,
             pipelines,
+            all,
             max_requests,
-        } => run::sync_once(config()?, pipelines, max_requests).await,
+        } => run::sync_once(config()?, pipelines, all, max_requests).await,
         Command::Daemon {
             pipelines,
             no_stream,
@@ -203,6 +229,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         } => run::daemon(config()?, pipelines, no_stream, metrics_addr).await,
         Command::Stream { pipeline } => run::stream(config()?, pipeline).await,
         Command::Status { json } => run::status(&config()?, json),
+        Command::Plan {
+            json,
+            plan,
+            timer_minutes,
+        } => run::plan(&config()?, json, plan.as_deref(), timer_minutes),
         Command::Lake(command) => lake::run(&config()?, command).await,
         Command::Demo { warehouse } => Ok(fdsync::demo::run(config()?, &warehouse, &mut std::io::stdout()).await?),
         Command::Bench(command) => bench::run(&cli.config, command).await,

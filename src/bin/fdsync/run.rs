@@ -10,10 +10,26 @@ use fdsync::sync::SyncError;
 use crate::common::{connect, load_pipelines, print_json, shutdown_on_signal};
 use crate::lake::{open_lake, print_published};
 
-pub async fn sync_once(config: Config, pipelines: Vec<String>, max_requests: Option<u64>) -> Result<()> {
+pub async fn sync_once(config: Config, named: Vec<String>, all: bool, max_requests: Option<u64>) -> Result<()> {
     config.api_key().map_err(SyncError::from)?;
-    let pipelines = load_pipelines(&config, pipelines)?;
+    let forced = all || !named.is_empty();
+    let pipelines = load_pipelines(&config, named)?;
     let syncer = connect(config, "fdsync sync --once").await?;
+    // Only what is due, unless forced: a timer that fires often then costs
+    // what the schedules say.
+    let (pipelines, skipped) = if forced {
+        (pipelines, Vec::new())
+    } else {
+        let due = syncer.due(&pipelines).await?;
+        let (run, skip): (Vec<_>, Vec<_>) = pipelines.into_iter().zip(due).partition(|(_, due)| due.runs());
+        for (p, due) in &run {
+            tracing::info!(message = "Pipeline due.", pipeline = %p.name, why = %due);
+        }
+        (
+            run.into_iter().map(|(p, _)| p).collect(),
+            skip.into_iter().map(|(p, due)| (p.name, due.to_string())).collect(),
+        )
+    };
     if let Some(n) = max_requests {
         syncer.client.limit_requests(n);
     }
@@ -34,6 +50,9 @@ pub async fn sync_once(config: Config, pipelines: Vec<String>, max_requests: Opt
     syncer.sink.close().await;
     let mut stdout = std::io::stdout();
     report.write_text(&mut stdout)?;
+    for (name, why) in &skipped {
+        println!("  {name:<14} {:<16} {:>8} {:>12}  {why}", "skipped", 0, 0);
+    }
     if let Ok(Some(published)) = &published {
         print_published(&mut stdout, published)?;
     }
@@ -94,4 +113,37 @@ pub fn status(config: &Config, json: bool) -> Result<()> {
     }
     fdsync::status::write_text(&mut std::io::stdout(), &status)?;
     Ok(())
+}
+
+pub fn plan(config: &Config, json: bool, plan: Option<&str>, timer_minutes: Option<u32>) -> Result<()> {
+    use fdsync::config::Plan;
+    let pipelines = load_pipelines(config, Vec::new())?;
+    let limit = plan.map(|p| fdsync::plan::Limit::of(if p == "free" { Plan::Free } else { Plan::Build }));
+    let path = &config.warehouse.duckdb;
+    let reader = if path.exists() {
+        let writer = fdsync::sink::lock::WriterLock::holder_of(path);
+        Some(fdsync::sink::duckdb::reader::BookkeepingReader::open(path, writer.as_ref()).map_err(SyncError::from)?)
+    } else {
+        None
+    };
+    let forecast = fdsync::plan::forecast(
+        config,
+        &pipelines,
+        reader.as_ref(),
+        limit,
+        timer_minutes,
+        chrono::Utc::now(),
+    )?;
+    if json {
+        print_json(&forecast)?;
+    } else {
+        fdsync::plan::write_text(&mut std::io::stdout(), &forecast)?;
+    }
+    match forecast.fits {
+        Some(false) => Err(anyhow::anyhow!(
+            "the forecast does not fit the plan's quota: {:.0} requests a day",
+            forecast.per_day
+        )),
+        _ => Ok(()),
+    }
 }

@@ -217,6 +217,17 @@ impl DuckDbSink {
         &self.conn
     }
 
+    /// A second connection to the same database, on the warehouse, for a
+    /// reader that wants its own ([`reader::BookkeepingReader::on`]).
+    ///
+    /// # Errors
+    /// When DuckDB cannot open one.
+    pub fn reading_connection(&self) -> Result<Connection, duckdb::Error> {
+        let conn = self.conn.try_clone()?;
+        conn.execute_batch(&format!("USE {WAREHOUSE_ALIAS}"))?;
+        Ok(conn)
+    }
+
     /// The rows of `sql` with its text parameters bound, each read by `row`;
     /// failures name `table` and `context`.
     ///

@@ -93,6 +93,43 @@ impl BookkeepingReader {
         }
     }
 
+    /// A reader on a connection the caller already has (a writer's own).
+    pub fn on(conn: Connection) -> BookkeepingReader {
+        BookkeepingReader { conn }
+    }
+
+    /// When each pipeline last started a run, and last started one that ended `ok`.
+    ///
+    /// # Errors
+    /// When `_sync_runs` cannot be read.
+    pub fn run_times(&self) -> Result<HashMap<String, crate::planner::RunTimes>, SinkError> {
+        super::reads::run_times(&self.conn)
+    }
+
+    /// The requests of `pipeline`'s ten newest runs that ended `ok`, its
+    /// first run left out (a first sync reads the backfill too).
+    ///
+    /// # Errors
+    /// When `_sync_runs` cannot be read.
+    pub fn requests_of_recent_runs(&self, pipeline: &str) -> Result<Vec<u64>, SinkError> {
+        let err = || sql_err("_sync_runs", "reading the requests of recent runs");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT requests FROM (
+                    SELECT requests, status, row_number() OVER (ORDER BY started_at) AS nth
+                    FROM _sync_runs WHERE pipeline = ?)
+                 WHERE status = 'ok' AND nth > 1 ORDER BY nth DESC LIMIT 10",
+            )
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([pipeline], |r| {
+                Ok(r.get::<_, Option<i64>>(0)?.unwrap_or(0).max(0) as u64)
+            })
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
     /// Each pipeline's newest run.
     ///
     /// # Errors
@@ -195,9 +232,9 @@ impl BookkeepingReader {
             .map_err(sql_err(stored.table.name, "counting stored documents"))
     }
 
-    /// The part texts of the universe's stored documents: how many are
-    /// listed, how many stored, and the newest date of a document with one
-    /// missing. A document listing no part has one uncoded part ('') when
+    /// The part texts of the universe's stored documents (dated `since`
+    /// or later, with one): how many are listed, how many stored, and the
+    /// newest date of a document with one missing. A document listing no part has one uncoded part ('') when
     /// `uncoded` is set, none otherwise.
     ///
     /// # Errors
@@ -208,6 +245,7 @@ impl BookkeepingReader {
         listed: &str,
         uncoded: bool,
         texts: &StoredParts,
+        since: Option<NaiveDate>,
     ) -> Result<PartTexts, SinkError> {
         let parts = if uncoded {
             format!(
@@ -220,7 +258,7 @@ impl BookkeepingReader {
         let sql = format!(
             "WITH wanted AS (
                 SELECT {id} AS id, {dated} AS dated, unnest({parts}) AS part FROM {documents}
-                WHERE {company} IN (SELECT company_key FROM companies)),
+                WHERE {company} IN (SELECT company_key FROM companies) AND {dated} >= ?::DATE),
              got AS (
                 SELECT w.dated, t.{text_id} IS NOT NULL AS stored FROM wanted w
                 LEFT JOIN {texts} t ON t.{text_id} = w.id AND t.{text_part} = w.part)
@@ -233,8 +271,9 @@ impl BookkeepingReader {
             text_id = ident(texts.id),
             text_part = ident(texts.part),
         );
+        let since = since.map_or_else(|| "-infinity".to_owned(), |d| d.to_string());
         self.conn
-            .query_row(&sql, [], |r| {
+            .query_row(&sql, [since], |r| {
                 Ok(PartTexts {
                     listed: r.get(0)?,
                     stored: r.get(1)?,

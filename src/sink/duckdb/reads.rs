@@ -223,6 +223,15 @@ impl DuckDbSink {
         )
     }
 
+    /// When each pipeline last started a run, and last started one that
+    /// ended `ok`, from the run log.
+    ///
+    /// # Errors
+    /// When `_sync_runs` cannot be read.
+    pub fn run_times(&self) -> Result<HashMap<String, crate::planner::RunTimes>, SinkError> {
+        run_times(self.connection())
+    }
+
     /// When each pipeline last started, from the run log.
     ///
     /// # Errors
@@ -265,4 +274,27 @@ impl DuckDbSink {
 /// A date bound for SQL: open (`-infinity`) without one.
 fn date_or_open(since: Option<NaiveDate>) -> String {
     since.map_or_else(|| "-infinity".to_owned(), |d| d.to_string())
+}
+
+/// [`DuckDbSink::run_times`], on any connection to the warehouse.
+pub(super) fn run_times(conn: &duckdb::Connection) -> Result<HashMap<String, crate::planner::RunTimes>, SinkError> {
+    let context = ("_sync_runs", "reading when pipelines ran");
+    let mut stmt = conn
+        .prepare(
+            "SELECT pipeline, max(started_at), max(started_at) FILTER (WHERE status = 'ok') FROM _sync_runs GROUP BY pipeline",
+        )
+        .map_err(sql_err(context.0, context.1))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                crate::planner::RunTimes {
+                    started: r.get(1)?,
+                    ok_started: r.get(2)?,
+                },
+            ))
+        })
+        .map_err(sql_err(context.0, context.1))?;
+    rows.collect::<Result<HashMap<_, _>, _>>()
+        .map_err(sql_err(context.0, context.1))
 }
