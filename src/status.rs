@@ -112,11 +112,7 @@ pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<S
             Some(reader) => backfill_of(p, reader)?,
             None => None,
         };
-        let history = History {
-            times: times.get(&p.name).copied().unwrap_or_default(),
-            last: runs.get(&p.name).map(|r| (r.status.clone(), r.error.clone())),
-            backfill_left: backfill.as_ref().is_some_and(|b| backfill_left(p, b, now)),
-        };
+        let history = history_of(p, &runs, &times, backfill.as_ref(), now);
         let last_ok_at = oks.get(&p.name).copied();
         let (count, newest) = checkpoints.remove(&p.name).unwrap_or((0, None));
         let last_run = runs.remove(&p.name);
@@ -154,14 +150,28 @@ pub fn due(reader: &BookkeepingReader, pipelines: &[Pipeline], now: DateTime<Utc
         .iter()
         .map(|p| {
             let backfill = backfill_of(p, reader)?;
-            let history = History {
-                times: times.get(&p.name).copied().unwrap_or_default(),
-                last: runs.get(&p.name).map(|r| (r.status.clone(), r.error.clone())),
-                backfill_left: backfill.as_ref().is_some_and(|b| backfill_left(p, b, now)),
-            };
-            Ok(planner::due(p, &history, now))
+            Ok(planner::due(
+                p,
+                &history_of(p, &runs, &times, backfill.as_ref(), now),
+                now,
+            ))
         })
         .collect()
+}
+
+/// What decides whether `p` is due, from the run log and its backfill.
+fn history_of(
+    p: &Pipeline,
+    runs: &HashMap<String, LastRun>,
+    times: &HashMap<String, planner::RunTimes>,
+    backfill: Option<&BackfillStatus>,
+    now: DateTime<Utc>,
+) -> History {
+    History {
+        times: times.get(&p.name).copied().unwrap_or_default(),
+        last: runs.get(&p.name).map(|r| (r.status.clone(), r.error.clone())),
+        backfill_left: backfill.is_some_and(|b| backfill_left(p, b, now)),
+    }
 }
 
 /// Whether a tape's or the wire's backfill has further to go: not complete,

@@ -100,8 +100,8 @@ impl Syncer {
 
     /// When the quota known to be left (what the service said last, or the
     /// plan's whole window once it has reset) cannot cover the least that
-    /// `pipelines` need: when each pipeline last ran, for the fair order.
-    pub(super) async fn short_of_quota(&self, pipelines: &[Pipeline]) -> Option<HashMap<String, RunTimes>> {
+    /// `pipelines` need: the order that shares it ([`planner::fair_order`]).
+    pub(super) async fn short_of_quota<'a>(&self, pipelines: &'a [Pipeline]) -> Option<Vec<&'a Pipeline>> {
         let quota = self.client.quota_seen().quota;
         let left = match (quota.remaining, quota.reset_at) {
             (Some(left), Some(reset)) if self.clock.now() < reset => left,
@@ -119,21 +119,18 @@ impl Syncer {
         if due <= left || pipelines.len() < 2 {
             return None;
         }
-        let times = match self.sink.call(|s| s.run_times()).await {
+        let times: HashMap<String, RunTimes> = match self.sink.call(|s| s.run_times()).await {
             Ok(Ok(times)) => times,
             _ => HashMap::new(),
         };
-        let order: Vec<&str> = planner::fair_order(pipelines, &times, self.clock.now())
-            .iter()
-            .map(|p| p.name.as_str())
-            .collect();
+        let fair = planner::fair_order(pipelines, &times, self.clock.now());
         tracing::warn!(
             message = "The quota left cannot cover every request due; the pipelines share it, the least recently served first.",
             quota_left = left,
             requests_due = due,
-            order = ?order
+            order = ?fair.iter().map(|p| p.name.as_str()).collect::<Vec<_>>()
         );
-        Some(times)
+        Some(fair)
     }
 
     pub(super) fn request_log(&self, run_id: &str) -> Result<Option<TableBatch>, SinkError> {

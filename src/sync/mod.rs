@@ -167,7 +167,7 @@ impl Syncer {
             return (report, Err(e.into()));
         }
         let mut queue: Vec<&Pipeline> = match self.short_of_quota(pipelines).await {
-            Some(times) => planner::fair_order(pipelines, &times, self.clock.now()),
+            Some(fair) => fair,
             None => pipelines.iter().collect(),
         };
         let mut universe: Option<Vec<Member>> = None;
