@@ -325,14 +325,7 @@ impl Client {
             return true;
         }
         let budget = self.inner.budget.load(Relaxed);
-        let seen = self.quota_seen();
-        let quota = match (seen.quota.remaining, seen.quota.reset_at) {
-            (Some(left), reset) if reset.is_none_or(|r| self.inner.clock.now() < r) => {
-                left.saturating_sub(seen.in_flight)
-            }
-            _ => u64::MAX,
-        };
-        budget.min(quota) > kept
+        budget.min(self.quota_left().unwrap_or(u64::MAX)) > kept
     }
 
     /// From now on, until called again, the requests sent take an equal
@@ -346,6 +339,18 @@ impl Client {
             share.map(|(pipelines, least)| (pipelines.max(1), least, sent));
     }
 
+    /// The quota left as the service's headers last said, less the requests
+    /// in flight; `None` when unknown or past the window's reset.
+    fn quota_left(&self) -> Option<u64> {
+        let seen = self.quota_seen();
+        match (seen.quota.remaining, seen.quota.reset_at) {
+            (Some(left), reset) if reset.is_none_or(|r| self.inner.clock.now() < r) => {
+                Some(left.saturating_sub(seen.in_flight))
+            }
+            _ => None,
+        }
+    }
+
     /// Takes one request from the running pipeline's share, or says it is
     /// spent (its size). Without a quota figure from the service there is
     /// no share.
@@ -354,12 +359,8 @@ impl Client {
         else {
             return Ok(());
         };
-        let seen = self.quota_seen();
-        let left = match (seen.quota.remaining, seen.quota.reset_at) {
-            (Some(left), reset) if reset.is_none_or(|r| self.inner.clock.now() < r) => {
-                left.saturating_sub(seen.in_flight)
-            }
-            _ => return Ok(()),
+        let Some(left) = self.quota_left() else {
+            return Ok(());
         };
         let sent = self.requests_sent() - sent_at_start;
         if left + sent >= least {
