@@ -82,6 +82,23 @@ table! {
     lineage: false,
 }
 
+table! {
+    /// What `fdsync reset` did: the checkpoints it forgot and, with
+    /// `--drop-rows`, the rows it deleted from which tables, so the lake's
+    /// next publish rebuilds those tables and an auditor sees why rows went.
+    pub const SYNC_RESETS: ResetRow = "_sync_resets" {
+        reset_at: Timestamp,
+        pipeline: Text,
+        /// The company key reset alone; NULL for the whole pipeline.
+        company_key: Text,
+        checkpoints_removed: Int,
+        drop_rows: Bool,
+        rows_deleted: Int,
+        tables: TextList,
+    }
+    lineage: false,
+}
+
 /// fdsync's own tables, after the feeds' in the catalogue
 /// ([`crate::feeds::catalogue`]).
 pub const BOOKKEEPING: &[&TableDef] = &[
@@ -90,4 +107,5 @@ pub const BOOKKEEPING: &[&TableDef] = &[
     &SYNC_QUARANTINE,
     &SYNC_REQUESTS,
     &SYNC_QUOTA,
+    &SYNC_RESETS,
 ];

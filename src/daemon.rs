@@ -189,10 +189,30 @@ async fn schedule(
             held = turn.lock() => held,
             () = shutdown.cancelled() => return Ok(()),
         };
-        last_started = Some(clock.now());
+        let started_at = clock.now();
+        last_started = Some(started_at);
         // Not raced against the shutdown: the stopped client ends the run
         // within moments, and what it received still commits.
-        let (_report, result) = syncer.run_once(std::slice::from_ref(&pipeline)).await;
+        let (report, result) = syncer.run_once(std::slice::from_ref(&pipeline)).await;
+        let ends_daemon = matches!(
+            result,
+            Err(SyncError::Interrupted
+                | SyncError::Unauthenticated(_)
+                | SyncError::Misdirected(_)
+                | SyncError::Sink(crate::sink::SinkError::Closed))
+        );
+        let mut published = None;
+        if let (Some(lake), false) = (&lake, ends_daemon) {
+            // A publish cut short by shutdown commits nothing half; the next resumes.
+            tokio::select! {
+                outcome = lake.publish(&syncer.sink) => match outcome {
+                    Ok(report) => published = Some(report),
+                    Err(e) => tracing::warn!(message = "Lake publish did not finish; the next run's publish resumes.", error = %e),
+                },
+                () = shutdown.cancelled() => {}
+            }
+        }
+        write_summary(&syncer, &pipeline, (&report, &result), started_at, published).await;
         match result {
             Ok(()) => {}
             Err(SyncError::Interrupted) => {
@@ -204,23 +224,40 @@ async fn schedule(
             }
             // Every request would be refused, or every commit: stop, so the
             // operator (or the supervisor's restart) sees it.
-            Err(
-                e @ (SyncError::Unauthenticated(_)
-                | SyncError::Misdirected(_)
-                | SyncError::Sink(crate::sink::SinkError::Closed)),
-            ) => return Err(e),
+            Err(e) if ends_daemon => return Err(e),
             // Logged and recorded by the run; the next firing tries again.
             Err(e) => tracing::warn!(message = "Pipeline run did not finish.", pipeline = %pipeline.name, error = %e),
         }
-        if let Some(lake) = &lake {
-            // A publish cut short by shutdown commits nothing half; the next resumes.
-            tokio::select! {
-                published = lake.publish(&syncer.sink) => if let Err(e) = published {
-                    tracing::warn!(message = "Lake publish did not finish; the next run's publish resumes.", error = %e);
-                },
-                () = shutdown.cancelled() => return Ok(()),
-            }
+    }
+}
+
+/// Writes the run's summary as one JSON line on stdout, the line a log
+/// shipper or an alert reads (docs/operations.md, "The run summary").
+async fn write_summary(
+    syncer: &Syncer,
+    pipeline: &Pipeline,
+    (report, result): (&crate::sync::SyncReport, &Result<(), SyncError>),
+    started_at: DateTime<Utc>,
+    published: Option<crate::lake::PublishReport>,
+) {
+    let status = match syncer.status(std::slice::from_ref(pipeline)).await {
+        Ok(status) => status,
+        Err(e) => {
+            tracing::warn!(message = "No run summary: the run log cannot be read.", pipeline = %pipeline.name, error = %e);
+            return;
         }
+    };
+    let quota = (&syncer.client.quota_seen()).into();
+    let times = (started_at, syncer.clock.now());
+    let mut summary = crate::sync::RunSummary::new(report, result, status, quota, times, &[]);
+    summary.lake = published;
+    match serde_json::to_string(&summary) {
+        Ok(line) => {
+            use std::io::Write;
+            // A closed stdout loses the summary, not the daemon.
+            let _ = writeln!(std::io::stdout().lock(), "{line}");
+        }
+        Err(e) => tracing::warn!(message = "No run summary.", error = %e),
     }
 }
 

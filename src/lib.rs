@@ -20,6 +20,8 @@
 //! - [`clock`]: real or simulated time, shared by the emulator and the client.
 //! - [`daemon`]: `fdsync daemon`: schedules, the live stream, metrics, clean stop.
 //! - [`status`]: `fdsync status`, read from the bookkeeping tables.
+//! - [`check`]: `fdsync check`: whether a configuration can run.
+//! - [`reset`]: `fdsync reset`: a pipeline or one company backfilled again.
 //! - [`metrics`] and [`progress`]: what operators watch.
 //! - [`demo`]: `fdsync demo`.
 //! - [`lake`]: the Delta lake of Parquet files published from the warehouse.
@@ -31,6 +33,7 @@
 
 pub mod batch;
 pub mod bookkeeping;
+pub mod check;
 pub mod clock;
 pub mod config;
 pub mod daemon;
@@ -44,6 +47,7 @@ pub mod plan;
 pub mod planner;
 pub mod progress;
 pub mod records;
+pub mod reset;
 pub mod sink;
 pub mod status;
 pub mod sync;

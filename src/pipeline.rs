@@ -207,7 +207,10 @@ pub struct Schedule(croner::Cron);
 impl Schedule {
     /// The first firing strictly after `t`; `None` if it never fires again.
     pub fn next_after(&self, t: &DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.0.find_next_occurrence(t, false).ok()
+        // Firings fall on whole minutes; a fraction of a second in `t` would
+        // otherwise be carried into the answer.
+        let whole = chrono::Timelike::with_nanosecond(t, 0).unwrap_or(*t);
+        self.0.find_next_occurrence(&whole, false).ok()
     }
 }
 

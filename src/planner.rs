@@ -15,6 +15,9 @@ pub struct RunTimes {
     pub started: Option<DateTime<Utc>>,
     /// The start of its newest run that ended `ok`.
     pub ok_started: Option<DateTime<Utc>>,
+    /// When `fdsync reset` forgot its checkpoints, if that came after its
+    /// newest run (in commit order: a frozen clock gives both one instant).
+    pub reset: Option<DateTime<Utc>>,
 }
 
 /// How overdue a pipeline is: how long ago its schedule first fired after
@@ -42,6 +45,8 @@ pub enum Due {
     Unfinished { status: String },
     /// Its backfill has further to go.
     Backfilling,
+    /// `fdsync reset` forgot its checkpoints after its newest run.
+    Reset { at: DateTime<Utc> },
     /// Its schedule fired since its last `ok` run started.
     ScheduleFired { at: DateTime<Utc> },
     /// Not due: its schedule fires next then (never again: `None`).
@@ -61,6 +66,7 @@ impl std::fmt::Display for Due {
             Due::NeverSynced => f.write_str("never synced"),
             Due::Unfinished { status } => write!(f, "unfinished ({status})"),
             Due::Backfilling => f.write_str("backfill left"),
+            Due::Reset { at } => write!(f, "reset {}", at.format("%m-%d %H:%M")),
             Due::ScheduleFired { at } => write!(f, "schedule fired {}", at.format("%m-%d %H:%M")),
             Due::NotDue { next: Some(next) } => write!(f, "not due until {}", next.format("%Y-%m-%dT%H:%MZ")),
             Due::NotDue { next: None } => f.write_str("schedule never fires again"),
@@ -85,6 +91,9 @@ pub fn due(pipeline: &Pipeline, history: &History, now: DateTime<Utc>) -> Due {
     let Some(ok_started) = history.times.ok_started else {
         return Due::NeverSynced;
     };
+    if let Some(at) = history.times.reset {
+        return Due::Reset { at };
+    }
     if let Some((status, error)) = &history.last
         && left_work(status, error.as_deref())
     {

@@ -82,6 +82,27 @@ pub struct Share {
 /// than a status can wait.
 pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<Status, SyncError> {
     let writer = WriterLock::holder_of(path);
+    let reader = if path.exists() {
+        Some(BookkeepingReader::open(path, writer.as_ref())?)
+    } else {
+        None
+    };
+    of(path, writer, reader.as_ref(), pipelines, now)
+}
+
+/// The status of `pipelines` as `reader` sees the warehouse at `path`
+/// (`None`: nothing written yet); the writer itself reads it on its own
+/// connection.
+///
+/// # Errors
+/// When the bookkeeping tables cannot be read.
+pub fn of(
+    path: &Path,
+    writer: Option<Holder>,
+    reader: Option<&BookkeepingReader>,
+    pipelines: &[Pipeline],
+    now: DateTime<Utc>,
+) -> Result<Status, SyncError> {
     let mut status = Status {
         warehouse: path.to_owned(),
         generated_at: now,
@@ -89,12 +110,7 @@ pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<S
         pipelines: Vec::new(),
         quota: Vec::new(),
     };
-    let reader = if path.exists() {
-        Some(BookkeepingReader::open(path, status.writer.as_ref())?)
-    } else {
-        None
-    };
-    let (runs, oks, checkpoints) = match &reader {
+    let (runs, oks, checkpoints) = match reader {
         Some(reader) => {
             status.quota = reader.quota()?;
             (reader.last_runs()?, reader.last_ok()?, reader.newest_checkpoints()?)
@@ -103,12 +119,12 @@ pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<S
     };
     let mut runs = runs;
     let mut checkpoints = checkpoints;
-    let times = match &reader {
+    let times = match reader {
         Some(reader) => reader.run_times()?,
         None => HashMap::new(),
     };
     for p in pipelines {
-        let backfill = match &reader {
+        let backfill = match reader {
             Some(reader) => backfill_of(p, reader)?,
             None => None,
         };

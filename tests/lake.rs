@@ -16,13 +16,13 @@ use fdsync::sink::SinkHandle;
 use crate::util::{Harness, TEST_KEY, repo};
 
 /// moto's S3 server on a free loopback port, stopped when dropped.
-struct S3Server {
+pub(crate) struct S3Server {
     child: std::process::Child,
     endpoint: String,
 }
 
 impl S3Server {
-    async fn start() -> S3Server {
+    pub(crate) async fn start() -> S3Server {
         let port = free_port();
         let child = std::process::Command::new("moto_server")
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
@@ -42,7 +42,7 @@ impl S3Server {
     }
 
     /// What fdsync reads from its environment to reach this server.
-    fn env(&self) -> Vec<(String, String)> {
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
         [
             ("AWS_ACCESS_KEY_ID", "test"),
             ("AWS_SECRET_ACCESS_KEY", "test"),
@@ -55,7 +55,7 @@ impl S3Server {
         .collect()
     }
 
-    async fn create_bucket(&self, bucket: &str) {
+    pub(crate) async fn create_bucket(&self, bucket: &str) {
         let status = reqwest::Client::new()
             .put(format!("{}/{bucket}", self.endpoint))
             .send()

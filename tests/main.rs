@@ -24,6 +24,8 @@ mod hostile;
 mod incremental;
 /// The lake on S3: Delta commits, merges, kill -9, Spark and DuckDB read-back.
 mod lake;
+/// The operator's day: check, run summaries, reset.
+mod lifecycle;
 /// Macro series: every vintage ever served, point in time.
 mod macro_history;
 /// Running as a service: stream, daemon, SIGTERM, one writer, status, metrics.

@@ -28,7 +28,7 @@ fn trials(reduced: usize) -> usize {
 /// An emulator (frozen clock, so its data never changes) whose account has
 /// no practical limit: a child process runs on the system clock, and under a
 /// frozen emulator clock a spent minute window would never end.
-async fn unlimited_emulator() -> RunningEmulator {
+pub(crate) async fn unlimited_emulator() -> RunningEmulator {
     spawn(EmulatorConfig {
         clock: frozen_clock(),
         accounts: vec![Account::new(
@@ -43,14 +43,14 @@ async fn unlimited_emulator() -> RunningEmulator {
 }
 
 /// A warehouse folder and its config, synced by `fdsync` processes.
-struct Subject {
-    dir: tempfile::TempDir,
-    config: PathBuf,
+pub(crate) struct Subject {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) config: PathBuf,
 }
 
 impl Subject {
     /// With `lake`, every sync also publishes to a local lake in the folder.
-    fn new(base_url: &str, lake: bool) -> Subject {
+    pub(crate) fn new(base_url: &str, lake: bool) -> Subject {
         Subject::in_dir(tempfile::tempdir().unwrap(), base_url, lake)
     }
 
@@ -66,11 +66,11 @@ impl Subject {
         Subject { dir, config }
     }
 
-    fn warehouse(&self) -> PathBuf {
+    pub(crate) fn warehouse(&self) -> PathBuf {
         self.dir.path().join("wh.duckdb")
     }
 
-    fn command(&self, args: &[&str]) -> tokio::process::Command {
+    pub(crate) fn command(&self, args: &[&str]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_fdsync"));
         cmd.arg("--config")
             .arg(&self.config)
@@ -87,7 +87,7 @@ impl Subject {
         cmd
     }
 
-    async fn run(&self, args: &[&str]) -> Output {
+    pub(crate) async fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().await.unwrap()
     }
 
@@ -105,7 +105,7 @@ impl Subject {
     }
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -125,7 +125,7 @@ const CLIENT_CLOCK: &[(&str, &str)] = &[
 
 /// Per data table: its rows and an order-free digest of their content
 /// (lineage and client-clock columns left out).
-fn content(warehouse: &Path) -> BTreeMap<&'static str, (i64, String)> {
+pub(crate) fn content(warehouse: &Path) -> BTreeMap<&'static str, (i64, String)> {
     let conn = read_only(warehouse);
     catalogue()
         .filter(|t| t.lineage)
@@ -149,7 +149,7 @@ fn content(warehouse: &Path) -> BTreeMap<&'static str, (i64, String)> {
         .collect()
 }
 
-fn read_only(warehouse: &Path) -> duckdb::Connection {
+pub(crate) fn read_only(warehouse: &Path) -> duckdb::Connection {
     let config = duckdb::Config::default()
         .access_mode(duckdb::AccessMode::ReadOnly)
         .unwrap();
@@ -259,7 +259,7 @@ fn percent_decoded(s: &str) -> String {
 }
 
 /// Rows in the local lake's live files, per table, read by DuckDB.
-async fn lake_rows(lake: &Path) -> BTreeMap<String, i64> {
+pub(crate) async fn lake_rows(lake: &Path) -> BTreeMap<String, i64> {
     let root = fdsync::lake::store::LakeRoot::open(&lake.display().to_string()).unwrap();
     let conn = duckdb::Connection::open_in_memory().unwrap();
     let mut rows = BTreeMap::new();
@@ -704,10 +704,10 @@ async fn a_read_only_warehouse_fails_clearly_and_loses_nothing() {
 
 /// `chattr +i` on a path and its folder, so even root cannot write there;
 /// undone when dropped.
-struct Immutable(Vec<PathBuf>);
+pub(crate) struct Immutable(Vec<PathBuf>);
 
 impl Immutable {
-    fn set(paths: &[&Path]) -> Immutable {
+    pub(crate) fn set(paths: &[&Path]) -> Immutable {
         for path in paths {
             let done = sh("chattr", &["+i", &path.display().to_string()]);
             assert!(

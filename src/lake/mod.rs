@@ -148,6 +148,40 @@ impl Lake {
         &self.root
     }
 
+    /// Writes a small object under the root and deletes it: the lake is
+    /// reachable and its credentials may write, as a publish needs.
+    ///
+    /// # Errors
+    /// The store's own error for the write or the delete, naming the object.
+    pub async fn probe(&self) -> Result<(), LakeError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let object = self
+            .root
+            .path
+            .clone()
+            .join("_fdsync_check")
+            .join(format!("{}-{nanos}", std::process::id()).as_str());
+        let failed = |context: &'static str| {
+            let path = object.to_string();
+            move |e: object_store::Error| LakeError::Store {
+                table: "(root)".into(),
+                context,
+                path,
+                source: Box::new(e),
+            }
+        };
+        self.root
+            .store
+            .put(&object, object_store::PutPayload::from_static(b"fdsync check"))
+            .await
+            .map_err(failed("writing"))?;
+        self.root.store.delete(&object).await.map_err(failed("deleting"))?;
+        Ok(())
+    }
+
     /// Publishes every table's rows committed since its last publish, each
     /// table in one Delta commit. `_sync_runs` goes last, so a run the lake
     /// lists has all of its rows in every table.
@@ -229,9 +263,10 @@ impl Lake {
         let Some(changes) = changes else {
             return Ok(None);
         };
-        if changes.rows == 0 && changes.replaced.is_empty() {
+        if changes.rows == 0 && changes.replaced.is_empty() && !changes.rebuild {
             return Ok(None);
         }
+        let rebuild = changes.rebuild;
         let kind = Kind::of(table);
         let db = ScratchDb::open(&scratch).await?;
         let touched = {
@@ -258,7 +293,7 @@ impl Lake {
         // One partition at a time: the scratch folder holds one partition's
         // files, never the table's.
         for partition in touched {
-            let old: Vec<LiveFile> = if kind == Kind::Append {
+            let old: Vec<LiveFile> = if kind == Kind::Append || rebuild {
                 Vec::new()
             } else {
                 live.iter().filter(|f| f.partition == partition).cloned().collect()
@@ -282,7 +317,11 @@ impl Lake {
             }
             adds.extend(new);
         }
-        let change = if kind == Kind::Append {
+        if rebuild {
+            // Rows a reset deleted are in no change: every live file goes.
+            removes = live.iter().map(|f| f.remove.clone()).collect();
+        }
+        let change = if kind == Kind::Append && !rebuild {
             Change::BlindAppend
         } else {
             Change::Merge

@@ -30,7 +30,7 @@ use crate::sink::{Checkpoint, SinkError, SinkHandle};
 use crate::upstream::{Access, Client, UpstreamError, encode};
 
 use self::commit::{FetchedTx, goes_on, send_fetched, unless_cancelled};
-pub use self::report::{PipelineOutcome, RunStatus, SyncReport};
+pub use self::report::{PipelineOutcome, PipelineSummary, QuotaLeft, RunStatus, RunSummary, SyncReport};
 pub use self::stream::StreamReport;
 pub use self::tape::{STREAM_PARTITION, TapeBackfill};
 pub use self::windows::{BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, PENDING_LOOKBACK_DAYS};
@@ -242,17 +242,44 @@ impl Syncer {
     /// # Errors
     /// When the bookkeeping tables cannot be read.
     pub async fn due(&self, pipelines: &[Pipeline]) -> Result<Vec<planner::Due>, SyncError> {
+        self.read_bookkeeping(pipelines, |_, reader, pipelines, now| {
+            crate::status::due(reader, pipelines, now)
+        })
+        .await
+    }
+
+    /// The status of `pipelines` as the warehouse holds it now, read on the
+    /// writer's own connection: what a run's summary reports after the run.
+    ///
+    /// # Errors
+    /// When the bookkeeping tables cannot be read.
+    pub async fn status(&self, pipelines: &[Pipeline]) -> Result<crate::status::Status, SyncError> {
+        self.read_bookkeeping(pipelines, |path, reader, pipelines, now| {
+            crate::status::of(path, None, Some(reader), pipelines, now)
+        })
+        .await
+    }
+
+    async fn read_bookkeeping<T: Send + 'static>(
+        &self,
+        pipelines: &[Pipeline],
+        read: impl FnOnce(
+            &std::path::Path,
+            &crate::sink::duckdb::reader::BookkeepingReader,
+            &[Pipeline],
+            chrono::DateTime<chrono::Utc>,
+        ) -> Result<T, SyncError>
+        + Send
+        + 'static,
+    ) -> Result<T, SyncError> {
         let (pipelines, now) = (pipelines.to_vec(), self.clock.now());
         self.sink
             .call(move |s| {
                 let conn = s
                     .reading_connection()
                     .map_err(|e| SyncError::Other(format!("reading the run log: {e}")))?;
-                crate::status::due(
-                    &crate::sink::duckdb::reader::BookkeepingReader::on(conn),
-                    &pipelines,
-                    now,
-                )
+                let reader = crate::sink::duckdb::reader::BookkeepingReader::on(conn);
+                read(s.path(), &reader, &pipelines, now)
             })
             .await?
     }

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::io::Write;
 
+use chrono::{DateTime, Utc};
+
 use super::SyncError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,5 +79,160 @@ impl SyncReport {
             )?;
         }
         Ok(())
+    }
+}
+
+/// One run as a machine reads it: `sync --once --json` prints it, and the
+/// daemon writes one line of it per run, so a scheduler or an alert can act
+/// on what happened without parsing the table.
+#[derive(Debug, serde::Serialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    /// `ok`, or the status of the pipeline or error that stopped the run:
+    /// `partial`, `failed`, `quota_exhausted`, `interrupted`.
+    pub status: String,
+    /// The exit code `sync --once` ends with (operator contract).
+    pub exit_code: u8,
+    pub error: Option<String>,
+    pub requests: u64,
+    pub rows_written: u64,
+    pub quarantined: u64,
+    pub quota: QuotaLeft,
+    pub pipelines: Vec<PipelineSummary>,
+    /// What the lake publish after the run wrote, when there is a lake.
+    pub lake: Option<crate::lake::PublishReport>,
+    /// The process's peak resident memory so far.
+    pub peak_memory_mib: Option<f64>,
+}
+
+/// What the service's headers said last about the key's limits.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct QuotaLeft {
+    /// Requests left in the day or month window (`X-Quota-Remaining`).
+    pub remaining: Option<u64>,
+    pub limit: Option<u64>,
+    pub window: Option<String>,
+    pub reset_at: Option<DateTime<Utc>>,
+    /// Requests left in the current minute (`X-RateLimit-Remaining`).
+    pub minute_remaining: Option<u32>,
+    pub minute_limit: Option<u32>,
+}
+
+impl From<&crate::upstream::QuotaSeen> for QuotaLeft {
+    fn from(seen: &crate::upstream::QuotaSeen) -> QuotaLeft {
+        QuotaLeft {
+            remaining: seen.quota.remaining.map(|r| r.saturating_sub(seen.in_flight)),
+            limit: seen.quota.limit,
+            window: seen.quota.window.clone(),
+            reset_at: seen.quota.reset_at,
+            minute_remaining: seen.rate.remaining,
+            minute_limit: seen.rate.limit,
+        }
+    }
+}
+
+/// One pipeline's part of a run, and where it stands after it.
+#[derive(Debug, serde::Serialize)]
+pub struct PipelineSummary {
+    pub pipeline: String,
+    /// A run status, `deferred` (the run's request budget was spent before its
+    /// turn) or `skipped` (not due).
+    pub status: String,
+    pub requests: u64,
+    pub rows_written: u64,
+    pub quarantined: u64,
+    pub error: Option<String>,
+    /// Checkpoints stored, and the newest one.
+    pub checkpoints: u64,
+    pub checkpoint: Option<String>,
+    pub checkpoint_partition: Option<String>,
+    pub checkpoint_updated_at: Option<DateTime<Utc>>,
+    /// Work the next `sync --once` picks up at once (a quota wall, a
+    /// budget, a share, a backfill not finished); `None` when it waits for
+    /// its schedule.
+    pub work_left: Option<crate::planner::Due>,
+    pub next_run_at: Option<DateTime<Utc>>,
+    pub backfill: Option<crate::status::BackfillStatus>,
+}
+
+impl RunSummary {
+    /// The summary of `report`, which ended with `result`, completed with
+    /// each pipeline's standing from `status` read after the run; `skipped`
+    /// names the pipelines not due.
+    pub fn new(
+        report: &SyncReport,
+        result: &Result<(), SyncError>,
+        status: crate::status::Status,
+        quota: QuotaLeft,
+        (started_at, finished_at): (DateTime<Utc>, DateTime<Utc>),
+        skipped: &[String],
+    ) -> RunSummary {
+        let mut pipelines: Vec<PipelineSummary> = Vec::new();
+        for standing in status.pipelines {
+            let runs: Vec<&PipelineOutcome> = report
+                .outcomes
+                .iter()
+                .filter(|o| o.pipeline == standing.pipeline)
+                .collect();
+            // A pipeline cut by its share may run again in a later round: its
+            // last turn says how it ended, the turns together what it spent.
+            let status = match runs.last() {
+                Some(last) => last.status.to_string(),
+                None if report.deferred.contains(&standing.pipeline) => "deferred".to_owned(),
+                None if skipped.contains(&standing.pipeline) => "skipped".to_owned(),
+                None => continue,
+            };
+            pipelines.push(PipelineSummary {
+                status,
+                requests: runs.iter().map(|o| o.requests).sum(),
+                rows_written: runs.iter().map(|o| o.rows_written).sum(),
+                quarantined: runs.iter().map(|o| o.quarantined).sum(),
+                error: runs.last().and_then(|o| o.error.clone()),
+                checkpoints: standing.checkpoints,
+                checkpoint: standing.checkpoint,
+                checkpoint_partition: standing.checkpoint_partition,
+                checkpoint_updated_at: standing.checkpoint_updated_at,
+                work_left: standing.due.runs().then_some(standing.due),
+                next_run_at: standing.next_run_at,
+                backfill: standing.backfill,
+                pipeline: standing.pipeline,
+            });
+        }
+        let worst = report.outcomes.iter().map(|o| o.status).max_by_key(|s| s.severity());
+        RunSummary {
+            run_id: report.run_id.clone(),
+            started_at,
+            finished_at,
+            status: match result {
+                Err(SyncError::QuotaExhausted { .. }) => RunStatus::QuotaExhausted.to_string(),
+                Err(SyncError::Interrupted) => RunStatus::Interrupted.to_string(),
+                Err(_) => RunStatus::Failed.to_string(),
+                Ok(()) => worst.unwrap_or(RunStatus::Ok).to_string(),
+            },
+            exit_code: result.as_ref().err().map_or(0, SyncError::exit_code),
+            error: result.as_ref().err().map(ToString::to_string),
+            requests: pipelines.iter().map(|p| p.requests).sum(),
+            rows_written: pipelines.iter().map(|p| p.rows_written).sum(),
+            quarantined: pipelines.iter().map(|p| p.quarantined).sum(),
+            quota,
+            pipelines,
+            lake: None,
+            peak_memory_mib: crate::metrics::peak_memory_kib().map(|kib| kib as f64 / 1024.0),
+        }
+    }
+}
+
+impl RunStatus {
+    /// Orders statuses by how much they need attention, for a run's own status.
+    fn severity(self) -> u8 {
+        match self {
+            RunStatus::Ok => 0,
+            RunStatus::Partial => 1,
+            RunStatus::Interrupted => 2,
+            RunStatus::QuotaExhausted => 3,
+            RunStatus::Failed => 4,
+        }
     }
 }

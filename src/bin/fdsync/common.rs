@@ -33,7 +33,7 @@ pub async fn open_sink(config: &Config, holder: &str) -> Result<SinkHandle> {
 /// another item. Not for production.
 const FROZEN_CLOCK_VAR: &str = "FDSYNC_FROZEN_CLOCK";
 
-fn syncer_clock() -> Result<Clock> {
+pub fn syncer_clock() -> Result<Clock> {
     let Ok(at) = std::env::var(FROZEN_CLOCK_VAR) else {
         return Ok(Clock::System);
     };
@@ -55,6 +55,15 @@ pub async fn connect(config: Config, holder: &str) -> Result<Syncer> {
         sink,
         clock,
     })
+}
+
+/// A command that has printed what went wrong and ends with the operator
+/// contract's `code`.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ExitWith {
+    pub code: u8,
+    pub message: String,
 }
 
 /// Prints `value` as pretty JSON on stdout.

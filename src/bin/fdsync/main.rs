@@ -70,6 +70,11 @@ enum Command {
         /// the next run resumes from the checkpoints, stalest companies first.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         max_requests: Option<u64>,
+        /// Print one JSON document instead of the table: per pipeline its
+        /// status, requests, rows, checkpoint, work left, next run; the quota
+        /// left; the lake publish (docs/operations.md, "The run summary").
+        #[arg(long)]
+        json: bool,
     },
     /// Run every pipeline on its cron schedule and keep the live news stream
     /// connected, until SIGTERM or SIGINT (then exit 0 with every commit whole).
@@ -99,6 +104,41 @@ enum Command {
         /// The pipeline whose stream to follow (it needs params.stream_route).
         #[arg(long, default_value = "news")]
         pipeline: String,
+    },
+    /// Check that the configuration can run: config, pipelines, API key,
+    /// the service (one keyed request, GET /api/v1/events/latest?limit=1),
+    /// the plan and quota its headers report, the warehouse writable, the
+    /// lake reachable. One line per check, with what to do when one fails.
+    ///
+    /// Exits 0 when nothing failed; 2 for the config, the key or the
+    /// service's address; 75 when the quota is spent; 1 otherwise.
+    ///
+    /// Example: FDSYNC_API_KEY=pk_live_... fdsync check
+    Check {
+        /// Print JSON instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a pipeline (or one company in it) backfill again on its next run:
+    /// forget its checkpoints and, with --drop-rows, delete the rows it wrote
+    /// first. Recorded in _sync_resets; the lake rebuilds the tables whose
+    /// rows went on its next publish. Refused while another process (a
+    /// daemon, a sync) holds the warehouse.
+    ///
+    /// Example: fdsync reset prices --company MSFT --drop-rows
+    Reset {
+        /// The pipeline, by its name in the pipelines folder.
+        pipeline: String,
+        /// Only this company: its key, CIK or symbol.
+        #[arg(long, value_name = "ID")]
+        company: Option<String>,
+        /// Delete the rows the pipeline wrote (of the company, with --company)
+        /// as well; rows other pipelines wrote to shared tables stay.
+        #[arg(long)]
+        drop_rows: bool,
+        /// Print JSON instead of lines.
+        #[arg(long)]
+        json: bool,
     },
     /// Per pipeline: last run, status, rows, checkpoint, freshness, next run;
     /// and the quota the service reported last. Reads the warehouse without
@@ -202,7 +242,9 @@ fn main() -> ExitCode {
 /// The operator contract's exit code for an error: what the library says
 /// for its own, 2 for configuration, 1 for anything else.
 fn exit_code(e: &anyhow::Error) -> u8 {
-    if let Some(SyncError::Interrupted) = e.downcast_ref::<SyncError>() {
+    if let Some(exit) = e.downcast_ref::<common::ExitWith>() {
+        exit.code
+    } else if let Some(SyncError::Interrupted) = e.downcast_ref::<SyncError>() {
         common::stopped_exit_code()
     } else if let Some(e) = e.downcast_ref::<SyncError>() {
         e.exit_code()
@@ -221,13 +263,21 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             pipelines,
             all,
             max_requests,
-        } => run::sync_once(config()?, pipelines, all, max_requests).await,
+            json,
+        } => run::sync_once(config()?, pipelines, all, max_requests, json).await,
         Command::Daemon {
             pipelines,
             no_stream,
             metrics_addr,
         } => run::daemon(config()?, pipelines, no_stream, metrics_addr).await,
         Command::Stream { pipeline } => run::stream(config()?, pipeline).await,
+        Command::Check { json } => run::check(&cli.config, json).await,
+        Command::Reset {
+            pipeline,
+            company,
+            drop_rows,
+            json,
+        } => run::reset(config()?, pipeline, company, drop_rows, json).await,
         Command::Status { json } => run::status(&config()?, json),
         Command::Plan {
             json,

@@ -5,29 +5,39 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use fdsync::config::Config;
-use fdsync::sync::SyncError;
+use fdsync::sync::{RunSummary, SyncError};
 
-use crate::common::{connect, load_pipelines, print_json, shutdown_on_signal};
+use crate::common::{
+    ExitWith, connect, load_pipelines, open_sink, print_json, shutdown_on_signal, stopped_exit_code, syncer_clock,
+};
 use crate::lake::{open_lake, print_published};
 
-pub async fn sync_once(config: Config, named: Vec<String>, all: bool, max_requests: Option<u64>) -> Result<()> {
+pub async fn sync_once(
+    config: Config,
+    named: Vec<String>,
+    all: bool,
+    max_requests: Option<u64>,
+    json: bool,
+) -> Result<()> {
     config.api_key().map_err(SyncError::from)?;
     let forced = all || !named.is_empty();
-    let pipelines = load_pipelines(&config, named)?;
+    let loaded = load_pipelines(&config, named)?;
     let syncer = connect(config, "fdsync sync --once").await?;
     // Only what is due, unless forced: a timer that fires often then costs
     // what the schedules say.
     let (pipelines, skipped) = if forced {
-        (pipelines, Vec::new())
+        (loaded.clone(), Vec::new())
     } else {
-        let due = syncer.due(&pipelines).await?;
-        let (run, skip): (Vec<_>, Vec<_>) = pipelines.into_iter().zip(due).partition(|(_, due)| due.runs());
+        let due = syncer.due(&loaded).await?;
+        let (run, skip): (Vec<_>, Vec<_>) = loaded.iter().cloned().zip(due).partition(|(_, due)| due.runs());
         for (p, due) in &run {
             tracing::info!(message = "Pipeline due.", pipeline = %p.name, why = %due);
         }
         (
             run.into_iter().map(|(p, _)| p).collect(),
-            skip.into_iter().map(|(p, due)| (p.name, due.to_string())).collect(),
+            skip.into_iter()
+                .map(|(p, due)| (p.name, due.to_string()))
+                .collect::<Vec<_>>(),
         )
     };
     if let Some(n) = max_requests {
@@ -40,6 +50,7 @@ pub async fn sync_once(config: Config, named: Vec<String>, all: bool, max_reques
         shutdown.cancelled().await;
         client.stop_sending();
     });
+    let started_at = syncer.clock.now();
     let (report, result) = syncer.run_once(&pipelines).await;
     // Whatever the run committed is published, even when it stopped early;
     // not when a signal stopped it: the process must end, the next publish resumes.
@@ -47,19 +58,47 @@ pub async fn sync_once(config: Config, named: Vec<String>, all: bool, max_reques
         Some(lake) if !syncer.client.is_stopped() => lake.publish(&syncer.sink).await.map(Some),
         _ => Ok(None),
     };
+    let (published, publish_error) = match published {
+        Ok(published) => (published, None),
+        Err(e) => (None, Some(SyncError::from(e))),
+    };
+    let summary = if json {
+        let finished_at = syncer.clock.now();
+        let status = syncer.status(&loaded).await?;
+        let skipped: Vec<String> = skipped.iter().map(|(name, _)| name.clone()).collect();
+        let quota = (&syncer.client.quota_seen()).into();
+        let mut summary = RunSummary::new(&report, &result, status, quota, (started_at, finished_at), &skipped);
+        if let Some(e) = &publish_error {
+            summary.error.get_or_insert_with(|| e.to_string());
+        }
+        summary.lake = published.clone();
+        Some(summary)
+    } else {
+        None
+    };
     syncer.sink.close().await;
+    let result = result.and(publish_error.map_or(Ok(()), Err));
+    if let Some(mut summary) = summary {
+        summary.exit_code = match &result {
+            Err(SyncError::Interrupted) => stopped_exit_code(),
+            Err(e) => e.exit_code(),
+            Ok(()) => 0,
+        };
+        print_json(&summary)?;
+        return Ok(result?);
+    }
     let mut stdout = std::io::stdout();
     report.write_text(&mut stdout)?;
     for (name, why) in &skipped {
         println!("  {name:<14} {:<16} {:>8} {:>12}  {why}", "skipped", 0, 0);
     }
-    if let Ok(Some(published)) = &published {
+    if let Some(published) = &published {
         print_published(&mut stdout, published)?;
     }
     if let Some(kib) = fdsync::metrics::peak_memory_kib() {
         println!("peak memory: {:.1} MiB", kib as f64 / 1024.0);
     }
-    Ok(result.and(published.map(|_| ()).map_err(SyncError::from))?)
+    Ok(result?)
 }
 
 pub async fn daemon(
@@ -102,6 +141,65 @@ pub async fn stream(config: Config, pipeline: String) -> Result<()> {
         "stream stopped: {} connections, {} frames, {} new items, {} rewritten headlines",
         report.connections, report.frames, report.new_items, report.rewrites
     );
+    Ok(())
+}
+
+pub async fn check(config: &std::path::Path, json: bool) -> Result<()> {
+    let report = fdsync::check::run(config).await;
+    if json {
+        print_json(&report)?;
+    } else {
+        fdsync::check::write_text(&mut std::io::stdout(), &report)?;
+    }
+    match report.exit_code {
+        0 => Ok(()),
+        code => Err(ExitWith {
+            code,
+            message: format!(
+                "{} of the checks failed",
+                report
+                    .checks
+                    .iter()
+                    .filter(|c| c.outcome == fdsync::check::Outcome::Fail)
+                    .count()
+            ),
+        }
+        .into()),
+    }
+}
+
+pub async fn reset(
+    config: Config,
+    pipeline: String,
+    company: Option<String>,
+    drop_rows: bool,
+    json: bool,
+) -> Result<()> {
+    let pipelines = load_pipelines(&config, vec![pipeline])?;
+    let now = syncer_clock()?.now();
+    let sink = open_sink(&config, "fdsync reset").await?;
+    let done = fdsync::reset::reset(&sink, &pipelines[0], company.as_deref(), drop_rows, now).await;
+    sink.close().await;
+    let done = done?;
+    if json {
+        return print_json(&done);
+    }
+    let whom = done
+        .company_key
+        .as_deref()
+        .map(|k| format!(" for {k}"))
+        .unwrap_or_default();
+    println!(
+        "{}{whom}: {} checkpoints forgotten",
+        done.pipeline, done.checkpoints_removed
+    );
+    for (table, rows) in &done.rows_deleted {
+        println!("  {table:<26} {rows:>9} rows deleted");
+    }
+    for table in &done.kept {
+        println!("  {table:<26} kept (no company column)");
+    }
+    println!("the next `fdsync sync --once` backfills it again; a lake rebuilds the tables above on its next publish");
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, sql_err, sql_string};
+use crate::bookkeeping::SYNC_RESETS;
 use crate::sink::SinkError;
 use crate::tables::{ColType, LakePartition, LoadRule, TableDef};
 
@@ -17,6 +18,9 @@ pub struct Changes {
     /// [`LoadRule::Replace`]: the partitions (companies) whose lake rows are
     /// all replaced by these, including any now empty.
     pub replaced: Vec<String>,
+    /// `fdsync reset --drop-rows` deleted rows of the table since `after`:
+    /// these are all its rows, and the lake's files are replaced by them.
+    pub rebuild: bool,
     pub file: PathBuf,
 }
 
@@ -40,9 +44,22 @@ impl DuckDbSink {
                 |r| r.get(0),
             )
             .map_err(err("finding the newest commit"))?;
+        let reset: i64 = conn
+            .query_row(
+                &format!(
+                    "SELECT coalesce(max({COMMIT_SEQ}), 0) FROM {} WHERE drop_rows AND list_contains(tables, ?)",
+                    ident(SYNC_RESETS.name)
+                ),
+                [table.name],
+                |r| r.get(0),
+            )
+            .map_err(err("finding the resets that deleted rows"))?;
+        let upto = upto.max(reset);
         if upto <= after {
             return Ok(None);
         }
+        let rebuild = reset > after;
+        let after = if rebuild { -1 } else { after };
         let changed = format!("coalesce({COMMIT_SEQ}, 0) > {after}");
         let (filter, replaced) = if table.load == LoadRule::Replace {
             let part = ident(table.key[0]);
@@ -89,6 +106,7 @@ impl DuckDbSink {
             upto,
             rows,
             replaced,
+            rebuild,
             file: file.to_owned(),
         }))
     }

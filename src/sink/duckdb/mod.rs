@@ -11,6 +11,7 @@ mod load;
 mod merge;
 pub mod reader;
 mod reads;
+pub mod reset;
 mod schema;
 mod settings;
 

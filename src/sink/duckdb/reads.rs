@@ -281,7 +281,12 @@ pub(super) fn run_times(conn: &duckdb::Connection) -> Result<HashMap<String, cra
     let context = ("_sync_runs", "reading when pipelines ran");
     let mut stmt = conn
         .prepare(
-            "SELECT pipeline, max(started_at), max(started_at) FILTER (WHERE status = 'ok') FROM _sync_runs GROUP BY pipeline",
+            "WITH runs AS (SELECT pipeline, max(started_at) AS started, max(started_at) FILTER (WHERE status = 'ok') AS ok, \
+             max(_commit_seq) AS seq FROM _sync_runs GROUP BY pipeline), \
+             resets AS (SELECT pipeline, max(reset_at) AS reset, max(_commit_seq) AS seq FROM _sync_resets GROUP BY pipeline) \
+             SELECT coalesce(runs.pipeline, resets.pipeline), started, ok, \
+             CASE WHEN resets.seq > coalesce(runs.seq, -1) THEN reset END \
+             FROM runs FULL OUTER JOIN resets ON runs.pipeline = resets.pipeline",
         )
         .map_err(sql_err(context.0, context.1))?;
     let rows = stmt
@@ -291,6 +296,7 @@ pub(super) fn run_times(conn: &duckdb::Connection) -> Result<HashMap<String, cra
                 crate::planner::RunTimes {
                     started: r.get(1)?,
                     ok_started: r.get(2)?,
+                    reset: r.get(3)?,
                 },
             ))
         })

@@ -1,0 +1,348 @@
+//! The operator's day with the `fdsync` binary: `check` before the first run,
+//! the run summary a machine reads, `reset` to backfill again.
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::lake::S3Server;
+use crate::reliability::{Immutable, Subject, content, lake_rows, read_only, text, unlimited_emulator};
+use crate::util::{TEST_KEY, emulator_with, frozen_clock};
+use fdsync::emulator::PlanLimits;
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(out)))
+}
+
+/// The named check of a `check --json` report.
+fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {report}"))
+}
+
+/// Only these pipelines are enabled in the subject's config.
+fn enable(subject: &Subject, pipelines: &[&str]) {
+    let names: Vec<String> = pipelines.iter().map(|p| format!("{p:?}")).collect();
+    let text = std::fs::read_to_string(&subject.config).unwrap();
+    let text = text.replace(
+        "[pipelines]\n",
+        &format!("[pipelines]\nenabled = [{}]\n", names.join(", ")),
+    );
+    std::fs::write(&subject.config, text).unwrap();
+}
+
+fn count(warehouse: &Path, sql: &str) -> i64 {
+    read_only(warehouse).query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+/// Each failure `check` knows, one at a time on a configuration that
+/// otherwise works: it names what failed and what to do, exits with the
+/// operator contract's code, and sends at most its one request.
+#[tokio::test]
+async fn check_passes_on_a_working_setup_and_names_each_failure_with_what_to_do() {
+    let emulator = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let subject = Subject::new(&emulator.base_url(), false);
+    let requests = || emulator.emulator.stats().requests;
+
+    let out = subject.run(&["check", "--json"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report = json(&out);
+    for c in report["checks"].as_array().unwrap() {
+        assert_eq!(c["outcome"], "ok", "{c}");
+    }
+    assert!(
+        check(&report, "service")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("/api/v1/events/latest?limit=1")
+    );
+    assert!(
+        check(&report, "quota")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the Build plan by its headers: 99999 of 100000 left this month"),
+        "{report}"
+    );
+    assert_eq!(requests(), 1, "check sends one request");
+    let plain = subject.run(&["check"]).await;
+    assert!(
+        text(&plain).contains("ready: `fdsync sync --once` can run"),
+        "{}",
+        text(&plain)
+    );
+
+    // A service that is not there.
+    let before = requests();
+    let mut cmd = subject.command(&["check", "--json"]);
+    let out = cmd
+        .env("FDSYNC_UPSTREAM__BASE_URL", "http://127.0.0.1:9")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report = json(&out);
+    assert_eq!(check(&report, "service")["outcome"], "fail");
+    assert!(
+        check(&report, "service")["fix"]
+            .as_str()
+            .unwrap()
+            .contains("upstream.base_url")
+    );
+    assert_eq!(check(&report, "quota")["outcome"], "skipped");
+    assert_eq!(
+        check(&report, "warehouse")["outcome"],
+        "ok",
+        "the other checks still run"
+    );
+
+    // A key the service refuses: exit 2, and the key is never printed.
+    let secret = "pk_live_refused_S3CR3T";
+    let mut cmd = subject.command(&["check"]);
+    let out = cmd.env("FDSYNC_TEST_KEY_UNSET", secret).output().await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("FAIL  service") && text(&out).contains("refused"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("S3CR3T"), "the key leaked: {}", text(&out));
+    // A malformed key fails before any request.
+    let mut cmd = subject.command(&["check", "--json"]);
+    let out = cmd.env("FDSYNC_TEST_KEY_UNSET", "sk_S3CR3T").output().await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(check(&json(&out), "api key")["outcome"], "fail");
+    assert_eq!(check(&json(&out), "service")["outcome"], "skipped");
+    assert!(!text(&out).contains("S3CR3T"));
+    assert_eq!(requests(), before + 1, "only the refused key's request was sent");
+
+    // A warehouse that cannot be written (even by root).
+    let synced = subject.run(&["sync", "--once", "--pipeline", "coverage"]).await;
+    assert!(synced.status.success(), "{}", text(&synced));
+    let warehouse = subject.warehouse();
+    {
+        let _frozen = Immutable::set(&[&warehouse, subject.dir.path()]);
+        let out = subject.run(&["check", "--json"]).await;
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let c = check(&json(&out), "warehouse").clone();
+        assert_eq!(c["outcome"], "fail", "{c}");
+        assert!(
+            c["detail"]
+                .as_str()
+                .unwrap()
+                .contains(&subject.dir.path().display().to_string()),
+            "{c}"
+        );
+        assert!(c["fix"].as_str().unwrap().contains("writable"), "{c}");
+    }
+
+    // A warehouse another process writes: reported with who, not a failure.
+    {
+        let _held = fdsync::sink::lock::WriterLock::acquire(&warehouse, "fdsync daemon (test)").unwrap();
+        let out = subject.run(&["check", "--json"]).await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let c = check(&json(&out), "warehouse").clone();
+        assert_eq!(c["outcome"], "warn");
+        assert!(c["detail"].as_str().unwrap().contains("fdsync daemon (test)"), "{c}");
+    }
+
+    // A lake whose bucket does not exist, then one that does.
+    let s3 = S3Server::start().await;
+    let on_s3 = |bucket: &str| {
+        let mut cmd = subject.command(&["check", "--json"]);
+        cmd.envs(s3.env())
+            .env("FDSYNC_WAREHOUSE__PARQUET_DIR", format!("s3://{bucket}/lake"));
+        cmd
+    };
+    let out = on_s3("missing").output().await.unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let c = check(&json(&out), "lake").clone();
+    assert_eq!(c["outcome"], "fail", "{c}");
+    assert!(c["detail"].as_str().unwrap().contains("s3://missing/lake"), "{c}");
+    assert!(c["fix"].as_str().unwrap().contains("AWS_"), "{c}");
+    s3.create_bucket("present").await;
+    let out = on_s3("present").output().await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(check(&json(&out), "lake")["outcome"], "ok");
+
+    // A config that does not load: exit 2, everything else skipped.
+    std::fs::write(&subject.config, "[upstream\n").unwrap();
+    let out = subject.run(&["check", "--json"]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let report = json(&out);
+    assert_eq!(check(&report, "config")["outcome"], "fail");
+    assert_eq!(check(&report, "service")["outcome"], "skipped");
+}
+
+/// `reset` of one company, then of a whole pipeline writing a table it
+/// shares: each re-backfills to the same rows as the first sync (the
+/// emulator's data is frozen), the lake follows, and what was done is in
+/// `_sync_resets`. Refused while another process holds the warehouse.
+#[tokio::test]
+async fn reset_re_backfills_a_company_and_a_pipeline_to_the_ground_truth_and_the_lake_follows() {
+    let emulator = unlimited_emulator().await;
+    let subject = Subject::new(&emulator.base_url(), true);
+    enable(&subject, &["companies", "prices", "events", "events_wire"]);
+    let warehouse = subject.warehouse();
+    let lake = subject.dir.path().join("lake");
+    let out = subject.run(&["sync", "--once"]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let truth = content(&warehouse);
+    let prices_of = |key: &str| {
+        count(
+            &warehouse,
+            &format!("SELECT count(*) FROM prices_daily WHERE company_key = '{key}'"),
+        )
+    };
+    let (msft, all_prices) = (prices_of("0000789019"), truth["prices_daily"].0);
+    assert!(msft > 1000 && all_prices > msft, "{msft} of {all_prices}");
+    assert_eq!(lake_rows(&lake).await["prices_daily"], all_prices);
+
+    // Nothing is due: the schedules have not fired.
+    let out = subject.run(&["sync", "--once", "--json"]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let summary = json(&out);
+    assert_eq!(summary["requests"], 0, "{summary}");
+    assert!(
+        summary["pipelines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["status"] == "skipped"),
+        "{summary}"
+    );
+
+    // Refused while a writer holds the warehouse.
+    {
+        let _held = fdsync::sink::lock::WriterLock::acquire(&warehouse, "fdsync daemon (test)").unwrap();
+        let out = subject
+            .run(&["reset", "prices", "--company", "MSFT", "--drop-rows"])
+            .await;
+        assert!(!out.status.success());
+        assert!(text(&out).contains("fdsync daemon (test)"), "{}", text(&out));
+        assert_eq!(prices_of("0000789019"), msft, "nothing changed");
+    }
+
+    // One company: its checkpoint and rows go, the others' stay.
+    let out = subject
+        .run(&["reset", "prices", "--company", "MSFT", "--drop-rows", "--json"])
+        .await;
+    assert!(out.status.success(), "{}", text(&out));
+    let done = json(&out);
+    assert_eq!(done["company_key"], "0000789019", "{done}");
+    assert_eq!(done["checkpoints_removed"], 1, "{done}");
+    assert_eq!(
+        done["rows_deleted"][0],
+        serde_json::json!(["prices_daily", msft]),
+        "{done}"
+    );
+    assert_eq!(prices_of("0000789019"), 0);
+    assert_eq!(
+        count(&warehouse, "SELECT count(*) FROM prices_daily"),
+        all_prices - msft
+    );
+    let published = subject.run(&["lake", "publish"]).await;
+    assert!(published.status.success(), "{}", text(&published));
+    assert_eq!(
+        lake_rows(&lake).await["prices_daily"],
+        all_prices - msft,
+        "the lake follows"
+    );
+
+    // The next run is due for prices alone and backfills the company again.
+    let out = subject.run(&["sync", "--once", "--json"]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let summary = json(&out);
+    let prices = summary["pipelines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pipeline"] == "prices")
+        .unwrap()
+        .clone();
+    assert_eq!(prices["status"], "ok", "{summary}");
+    assert_eq!(prices["rows_written"], msft, "{summary}");
+    assert!(prices["work_left"].is_null(), "{summary}");
+    assert_eq!(summary["requests"], prices["requests"], "nothing else ran: {summary}");
+    assert_eq!(content(&warehouse)["prices_daily"], truth["prices_daily"]);
+    assert_eq!(lake_rows(&lake).await["prices_daily"], all_prices, "the lake follows");
+
+    // A whole pipeline writing a table another pipeline writes too: only its
+    // own rows go, and it backfills them again.
+    let wire_rows = count(
+        &warehouse,
+        "SELECT count(*) FROM events WHERE _route LIKE '/api/v1/events/wire%'",
+    );
+    let all_events = truth["events"].0;
+    assert!(wire_rows > 0 && all_events > wire_rows, "{wire_rows} of {all_events}");
+    let out = subject.run(&["reset", "events_wire", "--drop-rows"]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(count(&warehouse, "SELECT count(*) FROM events"), all_events - wire_rows);
+    assert_eq!(
+        count(
+            &warehouse,
+            "SELECT count(*) FROM _sync_checkpoints WHERE pipeline = 'events_wire'"
+        ),
+        0
+    );
+    let out = subject.run(&["sync", "--once"]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("events_wire"), "{}", text(&out));
+    assert_eq!(content(&warehouse)["events"], truth["events"]);
+    assert_eq!(lake_rows(&lake).await["events"], all_events, "the lake follows");
+    assert_eq!(
+        count(
+            &warehouse,
+            "SELECT count(*) FROM _sync_resets WHERE drop_rows AND rows_deleted > 0"
+        ),
+        2
+    );
+}
+
+/// The daemon writes one JSON summary line per run on stdout.
+#[tokio::test]
+async fn the_daemon_writes_one_json_summary_line_per_run() {
+    let emulator = unlimited_emulator().await;
+    let subject = Subject::new(&emulator.base_url(), false);
+    let mut daemon = subject
+        .command(&["daemon", "--pipeline", "prices", "--no-stream", "--metrics-addr", "off"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(daemon.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("a summary within a minute")
+        .unwrap()
+        .expect("a line");
+    let summary: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(summary["status"], "ok", "{summary}");
+    assert_eq!(summary["pipelines"][0]["pipeline"], "prices", "{summary}");
+    assert!(
+        summary["pipelines"][0]["rows_written"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+    assert!(
+        summary["pipelines"][0]["checkpoint_updated_at"].is_string(),
+        "{summary}"
+    );
+    assert!(!line.contains(TEST_KEY));
+    let pid = daemon.id().unwrap().to_string();
+    let killed = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), daemon.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}
