@@ -209,15 +209,16 @@ pub(crate) use col_name;
 /// ```
 macro_rules! table {
     (
-        $(#[$doc:meta])*
+        $(#[doc = $doc:literal])*
         $vis:vis const $table:ident: $row:ident = $name:literal {
             $( $(#[$col_doc:meta])* $col:ident $(as $sql:literal)?: $ty:ident ),+ $(,)?
         }
         $( $field:ident: $value:expr ),* $(,)?
     ) => {
-        $(#[$doc])*
+        $(#[doc = $doc])*
         $vis const $table: $crate::tables::TableDef = $crate::tables::TableDef {
             name: $name,
+            doc: concat!($($doc, "\n",)* ""),
             columns: &[ $( $crate::tables::Column {
                 name: $crate::batch::col_name!($col $(as $sql)?),
                 ty: $crate::tables::ColType::$ty,

@@ -131,6 +131,20 @@ pub struct WarehouseConfig {
     /// merges, for which one thread is faster than several (BENCHMARKS.md).
     #[serde(default = "default_duckdb_threads")]
     pub duckdb_threads: u64,
+    /// The DuckDB storage format a new warehouse file is written in: "v1.2.0"
+    /// (the default) opens in every DuckDB from 1.2, the oldest whose format
+    /// has what the warehouse uses, as BI tools, drivers and dbt-duckdb
+    /// bundle; "latest" is the bundled DuckDB's own, which only DuckDB 2.0
+    /// reads. Fixed when the file is created (docs/warehouse.md, "Readers").
+    #[serde(default = "default_storage_version")]
+    pub storage_version: String,
+}
+
+/// `[warehouse] storage_version` when unset.
+pub const DEFAULT_STORAGE_VERSION: &str = "v1.2.0";
+
+fn default_storage_version() -> String {
+    DEFAULT_STORAGE_VERSION.into()
 }
 
 fn default_release_ms() -> u64 {

@@ -22,6 +22,7 @@
 //! - [`status`]: `fdsync status`, read from the bookkeeping tables.
 //! - [`check`]: `fdsync check`: whether a configuration can run.
 //! - [`reset`]: `fdsync reset`: a pipeline or one company backfilled again.
+//! - [`schema`]: `fdsync schema`: the tables described (Markdown, `COMMENT ON`, dbt).
 //! - [`metrics`] and [`progress`]: what operators watch.
 //! - [`demo`]: `fdsync demo`.
 //! - [`lake`]: the Delta lake of Parquet files published from the warehouse.
@@ -48,6 +49,7 @@ pub mod planner;
 pub mod progress;
 pub mod records;
 pub mod reset;
+pub mod schema;
 pub mod sink;
 pub mod status;
 pub mod sync;

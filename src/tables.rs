@@ -84,6 +84,8 @@ pub struct Column {
 #[derive(Debug)]
 pub struct TableDef {
     pub name: &'static str,
+    /// The declaration's doc comment, one line per `///` line.
+    pub doc: &'static str,
     pub columns: &'static [Column],
     /// Columns that identify a row; empty for append-only logs.
     pub key: &'static [&'static str],
@@ -172,6 +174,7 @@ impl TableDef {
     /// one lake partition, DuckDB's own compression.
     pub const DEFAULT: TableDef = TableDef {
         name: "",
+        doc: "",
         columns: &[],
         key: &[],
         load: LoadRule::Append,

@@ -346,3 +346,186 @@ async fn the_daemon_writes_one_json_summary_line_per_run() {
         .unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+/// docs/schema.md is what `fdsync schema` prints (`FDSYNC_BLESS=1` rewrites it).
+#[test]
+fn the_schema_doc_is_current() {
+    let file = crate::util::repo().join("docs/schema.md");
+    let generated = fdsync::schema::markdown();
+    if std::env::var_os("FDSYNC_BLESS").is_some() {
+        std::fs::write(&file, &generated).unwrap();
+    }
+    let stored = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(
+        stored == generated,
+        "docs/schema.md is out of date: FDSYNC_BLESS=1 cargo test --release --test main lifecycle::the_schema_doc_is_current"
+    );
+    for table in fdsync::feeds::catalogue() {
+        assert!(
+            !fdsync::schema::table_doc(table).starts_with("The `"),
+            "{} has no description",
+            table.name
+        );
+        for column in table.all_columns() {
+            assert!(
+                !fdsync::schema::column_doc(table, column.name).ends_with("not described yet."),
+                "{}.{} has no description",
+                table.name,
+                column.name
+            );
+        }
+    }
+}
+
+/// Every pipeline synced with the system clock (dbt measures freshness
+/// against it), for the reader tests below.
+async fn synced_everything(emulator: &fdsync::emulator::RunningEmulator, storage: Option<&str>) -> Subject {
+    let subject = Subject::new(&emulator.base_url(), false);
+    if let Some(version) = storage {
+        let text = std::fs::read_to_string(&subject.config).unwrap();
+        let text = text.replace(
+            "[warehouse]\n",
+            &format!("[warehouse]\nstorage_version = {version:?}\n"),
+        );
+        std::fs::write(&subject.config, text).unwrap();
+    }
+    let mut cmd = subject.command(&["sync", "--once"]);
+    let out = cmd.env_remove("FDSYNC_FROZEN_CLOCK").output().await.unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    subject
+}
+
+/// dbt-duckdb reads the warehouse through the generated sources.yml:
+/// `dbt source freshness` and `dbt test` (a unique and not_null test on
+/// every key) pass against a synced warehouse, and the descriptions are the
+/// ones stored as `COMMENT ON`.
+#[tokio::test]
+async fn dbt_source_freshness_and_dbt_test_pass_on_the_generated_sources() {
+    let emulator = unlimited_emulator().await;
+    let subject = synced_everything(&emulator, None).await;
+    let project = subject.dir.path().join("dbt");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("dbt_project.yml"),
+        "name: fdsync_check\nversion: \"1.0\"\nconfig-version: 2\nprofile: fdsync\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("profiles.yml"),
+        format!(
+            "fdsync:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: {:?}\n",
+            subject.warehouse().display().to_string()
+        ),
+    )
+    .unwrap();
+    let sources = project.join("models/fdsync/sources.yml");
+    let out = subject
+        .run(&["schema", "--format", "dbt", "--out", &sources.display().to_string()])
+        .await;
+    assert!(out.status.success(), "{}", text(&out));
+    let yaml = std::fs::read_to_string(&sources).unwrap();
+    assert!(yaml.contains("loaded_at_query") && yaml.contains("unique"), "{yaml}");
+
+    let comment = count(
+        &subject.warehouse(),
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'prices_daily' AND column_name = 'close' AND comment = 'Closing price.'",
+    );
+    assert_eq!(comment, 1, "the warehouse carries the descriptions");
+
+    let dbt = |args: &[&str]| {
+        std::process::Command::new("dbt")
+            .args(args)
+            .args(["--profiles-dir", ".", "--project-dir", "."])
+            .current_dir(&project)
+            .output()
+            .expect("dbt is needed (pip install -r tests/requirements.txt installs dbt-duckdb)")
+    };
+    let freshness = dbt(&["source", "freshness"]);
+    let said = text(&freshness);
+    assert!(freshness.status.success(), "{said}");
+    assert!(said.contains("PASS freshness of fdsync.prices_daily"), "{said}");
+    assert!(!said.contains("WARN freshness") && !said.contains("ERROR"), "{said}");
+    let tests = dbt(&["test"]);
+    let said = text(&tests);
+    assert!(tests.status.success(), "{said}");
+    assert!(said.contains("Completed successfully"), "{said}");
+    assert!(
+        said.contains("unique_fdsync_prices_daily"),
+        "the composite key is tested: {said}"
+    );
+}
+
+/// Where the older DuckDB for the reader test is installed (it cannot share
+/// a Python environment with the current one).
+fn old_duckdb(version: &str) -> std::path::PathBuf {
+    let dir = crate::util::repo().join(format!("tests/.python/duckdb-{version}"));
+    if !dir.join("duckdb").exists() {
+        let out = std::process::Command::new("python3")
+            .args(["-m", "pip", "install", "-q", "--target"])
+            .arg(&dir)
+            .arg(format!("duckdb=={version}"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "installing duckdb {version}: {}", text(&out));
+    }
+    dir
+}
+
+/// Rows of every table of `warehouse` as the Python DuckDB found on
+/// `python_path` reads them (every column fetched), or its error.
+fn python_rows(python_path: Option<&Path>, warehouse: &Path) -> Result<(String, Vec<(String, i64)>), String> {
+    let script = r#"
+import json, sys, duckdb
+c = duckdb.connect(sys.argv[1], read_only=True)
+tables = [r[0] for r in c.sql("select table_name from duckdb_tables() where database_name = current_database() order by 1").fetchall()]
+print(json.dumps([duckdb.__version__, [[t, len(c.sql(f'select * from "{t}"').fetchall())] for t in tables]]))
+"#;
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args(["-c", script]).arg(warehouse);
+    if let Some(path) = python_path {
+        cmd.env("PYTHONPATH", path);
+    }
+    let out = cmd.output().unwrap();
+    if !out.status.success() {
+        return Err(text(&out));
+    }
+    Ok(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// A warehouse written with the default storage_version opens in DuckDB 1.2
+/// (the oldest whose format has what it uses) and 1.5, which read every row
+/// of every table; written with "latest", DuckDB 1.5 refuses it.
+#[tokio::test]
+async fn duckdb_1_2_and_1_5_read_every_table_of_a_default_warehouse() {
+    let emulator = unlimited_emulator().await;
+    let subject = synced_everything(&emulator, None).await;
+    let warehouse = subject.warehouse();
+    let conn = read_only(&warehouse);
+    let mut stmt = conn
+        .prepare("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() ORDER BY 1")
+        .unwrap();
+    let tables: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    let expected: Vec<(String, i64)> = tables
+        .iter()
+        .map(|t| {
+            (
+                t.clone(),
+                conn.query_row(&format!("SELECT count(*) FROM \"{t}\""), [], |r| r.get(0))
+                    .unwrap(),
+            )
+        })
+        .collect();
+    drop(stmt);
+    drop(conn);
+    assert!(expected.len() > 30, "{expected:?}");
+    assert!(expected.iter().filter(|(_, n)| *n > 0).count() > 25, "{expected:?}");
+    for (path, version) in [(Some(old_duckdb("1.2.2")), "1.2.2"), (None, "1.5.5")] {
+        let (read_by, rows) = python_rows(path.as_deref(), &warehouse).unwrap_or_else(|e| panic!("{version}: {e}"));
+        assert_eq!(read_by, version);
+        assert_eq!(rows, expected, "DuckDB {version} reads every row of every table");
+    }
+
+    let newest = synced_everything(&emulator, Some("latest")).await;
+    let refused = python_rows(None, &newest.warehouse()).unwrap_err();
+    assert!(refused.contains("version number"), "{refused}");
+}

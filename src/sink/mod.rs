@@ -118,6 +118,7 @@ impl SinkOptions {
             duckdb: duckdb::Settings {
                 memory_limit_mb: warehouse.memory_limit_mb,
                 threads: warehouse.duckdb_threads,
+                storage_version: warehouse.storage_version.clone(),
                 ..duckdb::Settings::default()
             },
             ..SinkOptions::default()

@@ -66,6 +66,22 @@ pub struct ExitWith {
     pub message: String,
 }
 
+/// `text` to the file `out`, or stdout.
+pub fn write_out(out: Option<&std::path::Path>, text: &str) -> Result<()> {
+    match out {
+        Some(path) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            }
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+        }
+        None => {
+            use std::io::Write;
+            Ok(std::io::stdout().write_all(text.as_bytes())?)
+        }
+    }
+}
+
 /// Prints `value` as pretty JSON on stdout.
 pub fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     let mut stdout = std::io::stdout();

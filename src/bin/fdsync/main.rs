@@ -39,6 +39,13 @@ struct Cli {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum SchemaFormat {
+    Markdown,
+    Sql,
+    Dbt,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum LogFormat {
     Text,
     Json,
@@ -139,6 +146,18 @@ enum Command {
         /// Print JSON instead of lines.
         #[arg(long)]
         json: bool,
+    },
+    /// Describe the warehouse's tables and columns: Markdown (docs/schema.md),
+    /// the `COMMENT ON` statements every warehouse carries (`sql`), or a dbt
+    /// sources.yml with key tests and freshness from the schedules (`dbt`).
+    ///
+    /// Example: fdsync schema --format dbt --out models/fdsync/sources.yml
+    Schema {
+        #[arg(long, value_enum, default_value_t = SchemaFormat::Markdown)]
+        format: SchemaFormat,
+        /// Write here instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Per pipeline: last run, status, rows, checkpoint, freshness, next run;
     /// and the quota the service reported last. Reads the warehouse without
@@ -272,6 +291,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         } => run::daemon(config()?, pipelines, no_stream, metrics_addr).await,
         Command::Stream { pipeline } => run::stream(config()?, pipeline).await,
         Command::Check { json } => run::check(&cli.config, json).await,
+        Command::Schema { format, out } => {
+            let text = match format {
+                SchemaFormat::Markdown => fdsync::schema::markdown(),
+                SchemaFormat::Sql => fdsync::schema::comment_sql(),
+                SchemaFormat::Dbt => {
+                    let config = config()?;
+                    let pipelines = common::load_pipelines(&config, Vec::new())?;
+                    fdsync::schema::dbt_sources(&pipelines, chrono::Utc::now())
+                }
+            };
+            common::write_out(out.as_deref(), &text)
+        }
         Command::Reset {
             pipeline,
             company,

@@ -92,15 +92,16 @@ fn explain_open_error(message: &str) -> String {
 /// the working directory, which a service may not be able to write, so the
 /// file's own place (`<file>.tmp`, where DuckDB spills for a file opened
 /// directly) is set again.
-fn attach_with_row_groups(path: &Path) -> Result<Connection, String> {
+fn attach_with_row_groups(path: &Path, storage_version: &str) -> Result<Connection, String> {
     let file = path
         .to_str()
         .ok_or("the path is not valid UTF-8, which DuckDB needs; set `[warehouse] duckdb` to a UTF-8 path")?;
     let conn = Connection::open_in_memory().map_err(|e| e.to_string())?;
     conn.execute_batch(&format!(
-        "ATTACH {} AS {WAREHOUSE_ALIAS} (ROW_GROUP_SIZE {ROW_GROUP_ROWS}); USE {WAREHOUSE_ALIAS}; \
+        "ATTACH {} AS {WAREHOUSE_ALIAS} (ROW_GROUP_SIZE {ROW_GROUP_ROWS}, STORAGE_VERSION {}); USE {WAREHOUSE_ALIAS}; \
          SET temp_directory = {};",
         sql_string(file),
+        sql_string(storage_version),
         sql_string(&format!("{file}.tmp"))
     ))
     .map_err(|e| explain_open_error(&e.to_string()))?;
@@ -164,10 +165,14 @@ impl DuckDbSink {
             path: path.to_owned(),
             message,
         };
+        let version = &settings.storage_version;
         let conn = if settings.holds_bulk_commits() {
-            attach_with_row_groups(path).map_err(open_err)?
+            attach_with_row_groups(path, version).map_err(open_err)?
         } else {
-            Connection::open(path).map_err(|e| open_err(explain_open_error(&e.to_string())))?
+            let config = duckdb::Config::default()
+                .with("storage_compatibility_version", version)
+                .map_err(|e| open_err(format!("[warehouse] storage_version = {version:?}: {e}")))?;
+            Connection::open_with_flags(path, config).map_err(|e| open_err(explain_open_error(&e.to_string())))?
         };
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.execute_batch(&format!(

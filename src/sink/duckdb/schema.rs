@@ -96,6 +96,32 @@ impl DuckDbSink {
         self.conn
             .execute_batch(MACRO_VIEWS)
             .map_err(sql_err("macro_observations", "creating macro_latest and macro_as_of"))?;
-        Ok(())
+        self.describe_tables()
+    }
+
+    /// Stores every table's and column's description ([`crate::schema`]) as
+    /// `COMMENT ON`, where it is not already what is stored: BI tools and
+    /// `duckdb_columns()` show them.
+    fn describe_tables(&self) -> Result<(), SinkError> {
+        let context = ("_sync_runs", "describing the tables (COMMENT ON)");
+        let stored: std::collections::HashSet<(String, String, String)> = self.rows(
+            context,
+            "SELECT table_name, '', coalesce(comment, '') FROM duckdb_tables() WHERE database_name = current_database() \
+             UNION ALL SELECT table_name, column_name, coalesce(comment, '') FROM duckdb_columns() \
+             WHERE database_name = current_database()",
+            &[],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        let mut sql = String::new();
+        for (table, column, text) in crate::schema::comments() {
+            if stored.contains(&(table.to_owned(), column.unwrap_or("").to_owned(), text.clone())) {
+                continue;
+            }
+            sql.push_str(&crate::schema::comment_statement(table, column, &text));
+        }
+        if sql.is_empty() {
+            return Ok(());
+        }
+        self.conn.execute_batch(&sql).map_err(sql_err(context.0, context.1))
     }
 }

@@ -10,6 +10,9 @@ pub struct Settings {
     /// Rows committed before the writer closes the file and opens it again
     /// ([`REOPEN_AFTER_ROWS`] but in tests).
     pub reopen_after_rows: usize,
+    /// The DuckDB storage format a new warehouse file is written in
+    /// (`[warehouse] storage_version`).
+    pub storage_version: String,
 }
 
 impl Settings {
@@ -39,6 +42,7 @@ impl Default for Settings {
             memory_limit_mb: crate::config::DEFAULT_MEMORY_LIMIT_MB,
             threads: crate::config::DEFAULT_DUCKDB_THREADS,
             reopen_after_rows: REOPEN_AFTER_ROWS,
+            storage_version: crate::config::DEFAULT_STORAGE_VERSION.into(),
         }
     }
 }
