@@ -117,6 +117,12 @@ pub struct WarehouseConfig {
     /// Parquet files under this local path or `file://`, `s3://`, `gs://` or
     /// `az://` URL (credentials from the environment). See docs/lake.md.
     pub parquet_dir: Option<String>,
+    /// Also keep, for readers of plain Parquet folders (BI tools without a
+    /// Delta reader), `_current/<table>` in the lake: a link switched
+    /// atomically after each publish to a folder of exactly the table's live
+    /// files. Needs a lake on a local or mounted file system (docs/lake.md).
+    #[serde(default)]
+    pub parquet_snapshots: bool,
     /// Milliseconds without a write after which the writer closes the database
     /// file, so that readers can open it (DuckDB lets one process write or
     /// many read). 0 keeps it open for as long as fdsync runs.
@@ -410,6 +416,24 @@ impl Config {
         if let Some(dir) = &self.warehouse.parquet_dir {
             check_lake_location(dir)
                 .map_err(|message| invalid(format!("warehouse.parquet_dir = {dir:?}: {message}")))?;
+        }
+        if self.warehouse.parquet_snapshots {
+            match self.warehouse.parquet_dir.as_deref().map(url::Url::parse) {
+                None => {
+                    return Err(invalid(
+                        "warehouse.parquet_snapshots needs warehouse.parquet_dir: the snapshots are kept in the lake"
+                            .into(),
+                    ));
+                }
+                Some(Ok(url)) if url.scheme().len() > 1 && url.scheme() != "file" => {
+                    return Err(invalid(format!(
+                        "warehouse.parquet_snapshots needs a lake on a local or mounted file system, not {}://: \
+                         object stores have no atomic switch; their readers should use the Delta log (docs/lake.md)",
+                        url.scheme()
+                    )));
+                }
+                Some(_) => {}
+            }
         }
         self.daemon.metrics_socket().map_err(invalid)?;
         if self.upstream.max_attempts == 0 {

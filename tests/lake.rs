@@ -573,3 +573,131 @@ async fn the_lake_on_azure_blob_storage_reads_back_exactly_the_warehouse() {
         assert_eq!(rows(&results, table, "duckdb"), truth, "{table} read by DuckDB");
     }
 }
+
+/// A plain Parquet reader: reads the dataset at argv[1] until the file
+/// argv[2] exists, then once more, printing the digest of each read's rows
+/// (as a multiset) and, last, `final <digest>`. A file gone between listing
+/// and reading (a pruned snapshot) is read again, counted as a retry.
+const PLAIN_READER: &str = r#"
+import hashlib, os, sys
+import pyarrow.dataset as ds
+COLUMNS = ["company_key", "date", "close", "volume"]
+def digest(path):
+    table = ds.dataset(path, format="parquet", partitioning="hive").to_table(columns=COLUMNS)
+    rows = sorted(zip(*[table.column(c).to_pylist() for c in COLUMNS]))
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
+def read(path):
+    while True:
+        try:
+            return digest(path)
+        except FileNotFoundError:
+            print("retry", flush=True)
+if sys.argv[1] == "--digest":
+    for path in sys.argv[2:]:
+        print(path, digest(path))
+    sys.exit(0)
+while not os.path.exists(sys.argv[2]):
+    print(read(sys.argv[1]), flush=True)
+print("final", read(sys.argv[1]), flush=True)
+"#;
+
+/// With `parquet_snapshots`, a reader of plain Parquet folders (pyarrow's
+/// dataset, no Delta log) pointed at `_current/<table>` sees the
+/// warehouse's rows as a multiset at every moment: while publishes rewrite
+/// partitions, every read is the warehouse as of one publish, and after the
+/// last, the last. Read the same way, the table's own folder counts the
+/// superseded files too, which is what the snapshots are for.
+#[tokio::test]
+async fn plain_parquet_readers_see_the_warehouse_during_and_after_publishes() {
+    let h = Harness::new(PlanLimits::build(), &["MSFT", "AAPL", "TW:2330"]).await;
+    let work = tempfile::tempdir().unwrap();
+    let lake_dir = work.path().join("lake");
+    let lake = Lake::open(&lake_dir.display().to_string(), work.path().join("scratch"))
+        .unwrap()
+        .with_snapshots(true)
+        .unwrap();
+    let pipelines = h.only(&["companies", "prices"]);
+    let states = work.path().join("states");
+    std::fs::create_dir_all(&states).unwrap();
+    let sink = h.syncer.sink.clone();
+    let export = |n: usize| {
+        let copy = format!(
+            "COPY (SELECT company_key, date, close, volume FROM prices_daily) TO '{}' (FORMAT parquet)",
+            states.join(format!("{n}.parquet")).display()
+        );
+        let sink = sink.clone();
+        async move {
+            sink.call(move |s| s.connection().execute_batch(&copy))
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let (_, result) = h.syncer.run_once(&pipelines).await;
+    result.unwrap();
+    lake.publish(&h.syncer.sink).await.unwrap();
+    export(0).await;
+
+    let current = fdsync::lake::snapshot::current(&lake_dir, "prices_daily");
+    let stop = work.path().join("stop");
+    let reader = std::process::Command::new("python3")
+        .args(["-c", PLAIN_READER])
+        .arg(&current)
+        .arg(&stop)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 with pyarrow (tests/requirements.txt)");
+    let mut rewritten = 0;
+    for n in 1..=4 {
+        h.clock.as_sim().unwrap().advance(Duration::from_secs(26 * 3600));
+        let (_, result) = h.syncer.run_once(&pipelines).await;
+        result.unwrap();
+        let report = lake.publish(&h.syncer.sink).await.unwrap();
+        rewritten += report
+            .tables
+            .iter()
+            .filter(|t| t.table == "prices_daily")
+            .map(|t| t.files_removed)
+            .sum::<usize>();
+        export(n).await;
+    }
+    std::fs::write(&stop, "").unwrap();
+    let out = reader.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(rewritten > 0, "the publishes rewrote partitions");
+
+    let digests = std::process::Command::new("python3")
+        .args(["-c", PLAIN_READER, "--digest"])
+        .args((0..=4).map(|n| states.join(format!("{n}.parquet"))))
+        .arg(lake_dir.join("prices_daily"))
+        .output()
+        .unwrap();
+    let digests = String::from_utf8_lossy(&digests.stdout).into_owned();
+    let digests: Vec<&str> = digests.lines().map(|l| l.split(' ').nth(1).unwrap()).collect();
+    let (table_folder, states) = digests.split_last().unwrap();
+    let reads: Vec<&str> = said
+        .lines()
+        .filter(|l| *l != "retry" && !l.starts_with("final"))
+        .collect();
+    assert!(!reads.is_empty(), "the reader read while publishing: {said}");
+    for read in &reads {
+        assert!(states.contains(read), "a read saw no published state: {read}\n{said}");
+    }
+    println!(
+        "plain reader: {} reads during 4 publishes that rewrote {rewritten} files, each one published state; {} retries",
+        reads.len(),
+        said.lines().filter(|l| *l == "retry").count()
+    );
+    let last = said.lines().last().unwrap();
+    assert_eq!(
+        last,
+        format!("final {}", states[4]),
+        "after the publishes: the warehouse"
+    );
+    assert_ne!(
+        *table_folder, states[4],
+        "the table's own folder, read plainly, holds superseded files"
+    );
+}

@@ -499,6 +499,10 @@ print(json.dumps([duckdb.__version__, [[t, len(c.sql(f'select * from "{t}"').fet
 async fn duckdb_1_2_and_1_5_read_every_table_of_a_default_warehouse() {
     let emulator = unlimited_emulator().await;
     let subject = synced_everything(&emulator, None).await;
+    // A file opened again keeps the format it was made in.
+    let mut again = subject.command(&["sync", "--once", "--all"]);
+    let out = again.env_remove("FDSYNC_FROZEN_CLOCK").output().await.unwrap();
+    assert!(out.status.success(), "{}", text(&out));
     let warehouse = subject.warehouse();
     let conn = read_only(&warehouse);
     let mut stmt = conn
@@ -528,4 +532,17 @@ async fn duckdb_1_2_and_1_5_read_every_table_of_a_default_warehouse() {
     let newest = synced_everything(&emulator, Some("latest")).await;
     let refused = python_rows(None, &newest.warehouse()).unwrap_err();
     assert!(refused.contains("version number"), "{refused}");
+
+    // The migration docs/warehouse.md gives for such a file.
+    let copy = newest.dir.path().join("v12.duckdb");
+    let conn = duckdb::Connection::open_in_memory().unwrap();
+    conn.execute_batch(&format!(
+        "ATTACH '{}' AS old (READ_ONLY); ATTACH '{}' AS new (STORAGE_VERSION 'v1.2.0'); COPY FROM DATABASE old TO new;",
+        newest.warehouse().display(),
+        copy.display()
+    ))
+    .unwrap();
+    drop(conn);
+    let (_, rows) = python_rows(None, &copy).unwrap();
+    assert_eq!(rows.len(), expected.len(), "{rows:?}");
 }

@@ -12,6 +12,7 @@
 
 pub mod delta;
 pub mod rewrite;
+pub mod snapshot;
 pub mod store;
 
 use std::path::{Path, PathBuf};
@@ -108,6 +109,9 @@ pub struct PublishReport {
 pub struct Lake {
     root: LakeRoot,
     scratch: PathBuf,
+    /// Whether each publish also refreshes the tables' snapshot folders
+    /// ([`snapshot`]).
+    snapshots: bool,
 }
 
 impl Lake {
@@ -134,7 +138,21 @@ impl Lake {
         Ok(Lake {
             root: LakeRoot::open_with_env(location, env)?,
             scratch,
+            snapshots: false,
         })
+    }
+
+    /// Keeps a snapshot folder per table for plain Parquet readers
+    /// (`[warehouse] parquet_snapshots`).
+    ///
+    /// # Errors
+    /// When the lake is not on a local or mounted file system.
+    pub fn with_snapshots(mut self, on: bool) -> Result<Lake, LakeError> {
+        if on {
+            snapshot::local_folder(&self.root)?;
+        }
+        self.snapshots = on;
+        Ok(self)
     }
 
     /// The scratch folder beside a DuckDB warehouse file.
@@ -200,6 +218,9 @@ impl Lake {
         for table in runs_last {
             if let Some(done) = self.publish_table(sink, table, &app_id).await? {
                 report.tables.push(done);
+            }
+            if self.snapshots {
+                snapshot::refresh(&self.root, table).await?;
             }
         }
         tracing::info!(

@@ -57,7 +57,8 @@ pub fn open_lake(config: &Config) -> Result<Option<Lake>> {
         return Ok(None);
     };
     let scratch = Lake::scratch_beside(&config.warehouse.duckdb);
-    Ok(Some(Lake::open(dir, scratch).map_err(SyncError::from)?))
+    let lake = Lake::open(dir, scratch).and_then(|lake| lake.with_snapshots(config.warehouse.parquet_snapshots));
+    Ok(Some(lake.map_err(SyncError::from)?))
 }
 
 /// The lake a `fdsync lake` command works on: it needs one.

@@ -12,15 +12,21 @@ mod run;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use fdsync::config::{Config, ConfigError};
 use fdsync::sync::SyncError;
 
 /// Mirror a financial disclosure data API into DuckDB, incrementally and within quota.
-///
-/// Start with `fdsync demo`: it runs everything against the built-in emulator.
 #[derive(Parser)]
-#[command(name = "fdsync", version, about, long_about = None)]
+#[command(
+    name = "fdsync",
+    version,
+    about,
+    long_about = None,
+    help_template = "{about-with-newline}\n{before-help}\n{usage-heading} {usage}\n\n{all-args}{after-help}",
+    before_help = START_HERE,
+    after_help = "docs/operations.md explains every command; `fdsync <command> --help` shows one with an example."
+)]
 struct Cli {
     /// Configuration file (TOML). Every key can be overridden as FDSYNC_<SECTION>__<KEY>.
     #[arg(long, global = true, env = "FDSYNC_CONFIG", default_value = "config/fdsync.toml")]
@@ -37,6 +43,12 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// What a newcomer runs, in order.
+const START_HERE: &str = "Start here:
+  fdsync demo            everything against the built-in emulator, into data/demo.duckdb
+  fdsync check           with your key (FDSYNC_API_KEY): is the configuration ready to run?
+  fdsync sync --once     sync what is due into the warehouse; run it from a timer or CronJob";
 
 #[derive(Clone, Copy, ValueEnum)]
 enum SchemaFormat {
@@ -112,10 +124,12 @@ enum Command {
         #[arg(long, default_value = "news")]
         pipeline: String,
     },
-    /// Check that the configuration can run: config, pipelines, API key,
-    /// the service (one keyed request, GET /api/v1/events/latest?limit=1),
-    /// the plan and quota its headers report, the warehouse writable, the
-    /// lake reachable. One line per check, with what to do when one fails.
+    /// Check that the configuration can run, one line per check.
+    ///
+    /// Checks the config, pipelines, API key, the service (one keyed
+    /// request, GET /api/v1/events/latest?limit=1), the plan and quota its
+    /// headers report, the warehouse writable, the lake reachable; says what
+    /// to do about each failure.
     ///
     /// Exits 0 when nothing failed; 2 for the config, the key or the
     /// service's address; 75 when the quota is spent; 1 otherwise.
@@ -126,8 +140,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Make a pipeline (or one company in it) backfill again on its next run:
-    /// forget its checkpoints and, with --drop-rows, delete the rows it wrote
+    /// Make a pipeline (or one company in it) backfill again on its next run.
+    ///
+    /// Forgets its checkpoints and, with --drop-rows, deletes the rows it wrote
     /// first. Recorded in _sync_resets; the lake rebuilds the tables whose
     /// rows went on its next publish. Refused while another process (a
     /// daemon, a sync) holds the warehouse.
@@ -147,7 +162,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Describe the warehouse's tables and columns: Markdown (docs/schema.md),
+    /// Describe the warehouse's tables and columns (Markdown, SQL, dbt).
+    ///
+    /// Markdown (docs/schema.md),
     /// the `COMMENT ON` statements every warehouse carries (`sql`), or a dbt
     /// sources.yml with key tests and freshness from the schedules (`dbt`).
     ///
@@ -197,6 +214,21 @@ enum Command {
         /// Where the demo warehouse is written (replaced on every run).
         #[arg(long, default_value = "data/demo.duckdb")]
         warehouse: PathBuf,
+    },
+    /// Print a shell completion script.
+    ///
+    /// Example: fdsync completions bash > /etc/bash_completion.d/fdsync
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (fdsync.1 and one per command), or print fdsync.1.
+    ///
+    /// Example: fdsync man --out /usr/local/share/man/man1
+    Man {
+        /// The folder to write every page to; without it, fdsync.1 goes to stdout.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// Measure fdsync against a baseline taken in the same run (see BENCHMARKS.md).
     #[command(subcommand)]
@@ -318,6 +350,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Lake(command) => lake::run(&config()?, command).await,
         Command::Demo { warehouse } => Ok(fdsync::demo::run(config()?, &warehouse, &mut std::io::stdout()).await?),
         Command::Bench(command) => bench::run(&cli.config, command).await,
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "fdsync", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { out } => match out {
+            Some(dir) => {
+                std::fs::create_dir_all(&dir)?;
+                Ok(clap_mangen::generate_to(Cli::command(), &dir)?)
+            }
+            None => Ok(clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?),
+        },
         Command::Emulator(args) => emulator::run(args).await,
     }
 }

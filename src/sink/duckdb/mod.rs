@@ -92,16 +92,18 @@ fn explain_open_error(message: &str) -> String {
 /// the working directory, which a service may not be able to write, so the
 /// file's own place (`<file>.tmp`, where DuckDB spills for a file opened
 /// directly) is set again.
-fn attach_with_row_groups(path: &Path, storage_version: &str) -> Result<Connection, String> {
+fn attach_with_row_groups(path: &Path, storage_version: Option<&str>) -> Result<Connection, String> {
     let file = path
         .to_str()
         .ok_or("the path is not valid UTF-8, which DuckDB needs; set `[warehouse] duckdb` to a UTF-8 path")?;
     let conn = Connection::open_in_memory().map_err(|e| e.to_string())?;
+    let storage = storage_version
+        .map(|v| format!(", STORAGE_VERSION {}", sql_string(v)))
+        .unwrap_or_default();
     conn.execute_batch(&format!(
-        "ATTACH {} AS {WAREHOUSE_ALIAS} (ROW_GROUP_SIZE {ROW_GROUP_ROWS}, STORAGE_VERSION {}); USE {WAREHOUSE_ALIAS}; \
+        "ATTACH {} AS {WAREHOUSE_ALIAS} (ROW_GROUP_SIZE {ROW_GROUP_ROWS}{storage}); USE {WAREHOUSE_ALIAS}; \
          SET temp_directory = {};",
         sql_string(file),
-        sql_string(storage_version),
         sql_string(&format!("{file}.tmp"))
     ))
     .map_err(|e| explain_open_error(&e.to_string()))?;
@@ -165,13 +167,19 @@ impl DuckDbSink {
             path: path.to_owned(),
             message,
         };
-        let version = &settings.storage_version;
+        // The format is chosen when the file is made: DuckDB refuses to open
+        // an existing file at an older one (docs/warehouse.md says how to
+        // move one).
+        let version = (!path.exists()).then_some(settings.storage_version.as_str());
         let conn = if settings.holds_bulk_commits() {
             attach_with_row_groups(path, version).map_err(open_err)?
         } else {
-            let config = duckdb::Config::default()
-                .with("storage_compatibility_version", version)
-                .map_err(|e| open_err(format!("[warehouse] storage_version = {version:?}: {e}")))?;
+            let mut config = duckdb::Config::default();
+            if let Some(version) = version {
+                config = config
+                    .with("storage_compatibility_version", version)
+                    .map_err(|e| open_err(format!("[warehouse] storage_version = {version:?}: {e}")))?;
+            }
             Connection::open_with_flags(path, config).map_err(|e| open_err(explain_open_error(&e.to_string())))?
         };
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);

@@ -581,8 +581,9 @@ fn the_warehouse_is_attached_with_its_row_group_size_and_spills_beside_the_file(
     .unwrap();
     sink.commit_held_now().unwrap();
     let wal_bytes = std::fs::metadata(dir.path().join("w.duckdb.wal")).map_or(0, |m| m.len());
+    // The rows are megabytes; what the WAL holds is the row groups' pointers.
     assert!(
-        wal_bytes < 64 * 1024,
+        wal_bytes < 256 * 1024,
         "the landing's rows went through the WAL: {wal_bytes} bytes"
     );
     drop(sink);
