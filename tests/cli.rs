@@ -134,3 +134,44 @@ async fn max_requests_caps_the_run_and_exits_0_with_the_deferred_listed() {
     .await;
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
+
+/// `--help` starts with the three commands a newcomer runs; completions and
+/// man pages come from the same definition.
+#[tokio::test]
+async fn help_starts_with_three_commands_and_completions_and_man_pages_are_generated() {
+    let fdsync = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fdsync"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let help = fdsync(&["--help"]);
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let start = help.find("Start here:").expect("a start block");
+    let usage = help.find("Usage:").unwrap();
+    assert!(start < usage, "{help}");
+    let block = &help[start..usage];
+    let (demo, check, sync) = (
+        block.find("fdsync demo").unwrap(),
+        block.find("fdsync check").unwrap(),
+        block.find("fdsync sync --once").unwrap(),
+    );
+    assert!(demo < check && check < sync, "{block}");
+
+    let bash = fdsync(&["completions", "bash"]);
+    assert!(bash.status.success());
+    let bash = String::from_utf8_lossy(&bash.stdout).into_owned();
+    assert!(bash.contains("_fdsync") && bash.contains("--drop-rows"), "{bash}");
+    let zsh = fdsync(&["completions", "zsh"]);
+    assert!(String::from_utf8_lossy(&zsh.stdout).contains("#compdef fdsync"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let man = fdsync(&["man", "--out", &dir.path().display().to_string()]);
+    assert!(man.status.success(), "{}", text(&man));
+    let page = std::fs::read_to_string(dir.path().join("fdsync-reset.1")).unwrap();
+    assert!(
+        page.contains(".TH fdsync-reset 1") && page.contains("drop\\-rows"),
+        "{page}"
+    );
+    assert!(dir.path().join("fdsync.1").exists());
+}

@@ -44,21 +44,24 @@ impl DuckDbSink {
                 |r| r.get(0),
             )
             .map_err(err("finding the newest commit"))?;
-        let reset: i64 = conn
+        // `None` when no reset deleted rows of the table: a first publish
+        // (`after` -1) is not a rebuild, which would drop what other
+        // instances published into a shared lake.
+        let reset: Option<i64> = conn
             .query_row(
                 &format!(
-                    "SELECT coalesce(max({COMMIT_SEQ}), 0) FROM {} WHERE drop_rows AND list_contains(tables, ?)",
+                    "SELECT max({COMMIT_SEQ}) FROM {} WHERE drop_rows AND list_contains(tables, ?)",
                     ident(SYNC_RESETS.name)
                 ),
                 [table.name],
                 |r| r.get(0),
             )
             .map_err(err("finding the resets that deleted rows"))?;
-        let upto = upto.max(reset);
+        let upto = upto.max(reset.unwrap_or(0));
         if upto <= after {
             return Ok(None);
         }
-        let rebuild = reset > after;
+        let rebuild = reset.is_some_and(|reset| reset > after);
         let after = if rebuild { -1 } else { after };
         let changed = format!("coalesce({COMMIT_SEQ}, 0) > {after}");
         let (filter, replaced) = if table.load == LoadRule::Replace {
