@@ -275,9 +275,18 @@ fn quota(client: &Client) -> Check {
         );
     };
     let window = q.window.as_deref().unwrap_or("window");
-    let plan = match (q.limit, window) {
-        (Some(250), "day") => "the Free plan",
-        (Some(100_000), "month") => "the Build plan",
+    let published = |plan| {
+        let limit = crate::plan::Limit::of(plan);
+        match window {
+            "day" => limit.per_day,
+            "month" => limit.per_month,
+            _ => None,
+        }
+    };
+    use crate::config::Plan;
+    let plan = match q.limit {
+        l if l.is_some() && l == published(Plan::Free) => "the Free plan",
+        l if l.is_some() && l == published(Plan::Build) => "the Build plan",
         _ => "a custom plan",
     };
     let limit = q.limit.map_or_else(|| "?".into(), |l| l.to_string());

@@ -6,7 +6,6 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::feeds::FEEDS;
 use crate::pipeline::Pipeline;
 use crate::sink::SinkHandle;
 use crate::sink::duckdb::reset::Reset;
@@ -97,9 +96,9 @@ fn has_column(table: &TableDef, name: &str) -> bool {
 /// pipeline's routes wrote are its own.
 fn shared(table: &TableDef, pipeline: &Pipeline) -> bool {
     table.lineage
-        && FEEDS
+        && crate::schema::writers(table)
             .iter()
-            .any(|f| f.name != pipeline.feed.name && f.tables.iter().any(|t| t.name == table.name))
+            .any(|f| f.name != pipeline.feed.name)
 }
 
 /// `_route` values of the requests under `route` (its placeholders any

@@ -333,13 +333,7 @@ async fn the_daemon_writes_one_json_summary_line_per_run() {
         "{summary}"
     );
     assert!(!line.contains(TEST_KEY));
-    let pid = daemon.id().unwrap().to_string();
-    let killed = tokio::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .unwrap();
-    assert!(killed.success());
+    crate::util::sigterm(&daemon).await;
     let status = tokio::time::timeout(Duration::from_secs(30), daemon.wait())
         .await
         .unwrap()

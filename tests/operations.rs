@@ -224,13 +224,7 @@ async fn sigterm_mid_backfill_leaves_consistent_checkpoints_and_a_later_run_comp
     assert!(sample(&page, "fdsync_requests_total{status=\"200\"}") >= 10.0, "{page}");
     assert!(page.contains("fdsync_quota_remaining"), "{page}");
 
-    let pid = daemon.id().unwrap().to_string();
-    let killed = tokio::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .unwrap();
-    assert!(killed.success());
+    crate::util::sigterm(&daemon).await;
     let drain = tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
     let status = tokio::time::timeout(Duration::from_secs(30), daemon.wait())
         .await
@@ -382,12 +376,7 @@ async fn a_second_writer_is_told_who_holds_the_warehouse_and_status_reads_meanwh
     assert!(news["checkpoint"].as_str().unwrap().contains("after"));
     assert_eq!(status["quota"][0]["limit"], 100_000);
 
-    let pid = stream.id().unwrap().to_string();
-    tokio::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .unwrap();
+    crate::util::sigterm(&stream).await;
     let code = tokio::time::timeout(Duration::from_secs(30), stream.wait())
         .await
         .expect("the stream stops on SIGTERM")

@@ -254,3 +254,14 @@ impl Harness {
             .unwrap_or_else(|e| panic!("query failed: {e}\n{sql}"))
     }
 }
+
+/// Sends SIGTERM to `child`, as systemd and Kubernetes stop a service.
+pub async fn sigterm(child: &tokio::process::Child) {
+    let pid = child.id().expect("the child still runs").to_string();
+    let sent = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(sent.success(), "kill -TERM {pid}");
+}

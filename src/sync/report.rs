@@ -138,7 +138,7 @@ impl From<&crate::upstream::QuotaSeen> for QuotaLeft {
 pub struct PipelineSummary {
     pub pipeline: String,
     /// A run status, `deferred` (the run's request budget was spent before its
-    /// turn) or `skipped` (not due).
+    /// turn), `skipped` (not due) or `not_run` (the run stopped before its turn).
     pub status: String,
     pub requests: u64,
     pub rows_written: u64,
@@ -182,7 +182,8 @@ impl RunSummary {
                 Some(last) => last.status.to_string(),
                 None if report.deferred.contains(&standing.pipeline) => "deferred".to_owned(),
                 None if skipped.contains(&standing.pipeline) => "skipped".to_owned(),
-                None => continue,
+                // The run stopped before its turn (a refused key, a spent quota).
+                None => "not_run".to_owned(),
             };
             pipelines.push(PipelineSummary {
                 status,
