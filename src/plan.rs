@@ -153,7 +153,7 @@ pub fn forecast(
             Some(b) if !b.complete => (b.requests_left, b.requests_left.is_none()),
             Some(_) => (None, false),
             // Not started: how much there is shows once it has.
-            None => (None, has_backfill(p)),
+            None => (None, p.feed.fetch.backfill().is_some()),
         };
         let per_day = runs_per_day * requests_per_run;
         out.push(PipelineForecast {
@@ -232,17 +232,6 @@ fn texts_per_day(p: &Pipeline, reader: &BookkeepingReader, now: DateTime<Utc>) -
         _ => return Ok(None),
     };
     Ok(Some(parts.listed as f64 / HORIZON_DAYS as f64))
-}
-
-fn has_backfill(p: &Pipeline) -> bool {
-    matches!(
-        p.feed.fetch,
-        Fetch::Cursor(_)
-            | Fetch::CompanyCursor(_)
-            | Fetch::OffsetWindows(_)
-            | Fetch::ParentTexts(_)
-            | Fetch::DocumentsAndSections(_)
-    )
 }
 
 fn median(values: &[u64]) -> Option<f64> {

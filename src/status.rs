@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde::Serialize;
 
-use crate::feeds::Fetch;
+use crate::feeds::{BackfillKind, Fetch};
 use crate::pipeline::Pipeline;
 use crate::planner::{self, Due, History};
 use crate::sink::duckdb::reader::{BookkeepingReader, PartTexts};
@@ -193,14 +193,9 @@ fn history_of(
 /// Whether a tape's or the wire's backfill has further to go: not complete,
 /// and not past its horizon. Texts go by their own schedule.
 fn backfill_left(p: &Pipeline, b: &BackfillStatus, now: DateTime<Utc>) -> bool {
-    let horizon = p
-        .params
-        .backfill_days
-        .map(|days| (now - chrono::Duration::days(i64::from(days))).date_naive());
-    matches!(
-        p.feed.fetch,
-        Fetch::Cursor(_) | Fetch::CompanyCursor(_) | Fetch::OffsetWindows(_)
-    ) && !b.complete
+    let horizon = p.params.horizon(now).map(|h| h.date_naive());
+    p.feed.fetch.backfill() == Some(BackfillKind::Dated)
+        && !b.complete
         && b.reached.is_none_or(|r| horizon.is_none_or(|h| r > h))
 }
 

@@ -69,6 +69,17 @@ pub enum Fetch {
     Layers(Layers),
 }
 
+/// How an engine's backfill goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackfillKind {
+    /// Back by date, to the start of what the service serves or to
+    /// `backfill_days`; the pipeline stays due until it gets there.
+    Dated,
+    /// The parts whose texts are still missing, newest documents first;
+    /// each run fetches what its turn allows.
+    Parts,
+}
+
 impl Fetch {
     /// The placeholders a route for this engine must hold.
     pub fn holes(&self) -> &'static [&'static str] {
@@ -82,6 +93,21 @@ impl Fetch {
             Fetch::PerCountry(_) => &["{country}"],
             Fetch::Layers(_) => &["{layers}"],
             Fetch::Single(_) | Fetch::Cursor(_) | Fetch::OffsetWindows(_) => &[],
+        }
+    }
+
+    /// How the engine reads history back over several runs; `None` when a
+    /// run reads all it needs.
+    pub fn backfill(&self) -> Option<BackfillKind> {
+        match self {
+            Fetch::Cursor(_) | Fetch::CompanyCursor(_) | Fetch::OffsetWindows(_) => Some(BackfillKind::Dated),
+            Fetch::ParentTexts(_) | Fetch::DocumentsAndSections(_) => Some(BackfillKind::Parts),
+            Fetch::Single(_)
+            | Fetch::PerCompany(_)
+            | Fetch::Universe(_)
+            | Fetch::PerCountry(_)
+            | Fetch::CompanyIndex(_)
+            | Fetch::Layers(_) => None,
         }
     }
 

@@ -83,6 +83,13 @@ pub struct Params {
 }
 
 impl Params {
+    /// Where a backfill stops, `backfill_days` back from `now`; `None`: at
+    /// the start of what the service serves.
+    pub fn horizon(&self, now: chrono::DateTime<chrono::Utc>) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.backfill_days
+            .map(|days| now - chrono::Duration::days(i64::from(days)))
+    }
+
     /// The names of the params set.
     pub fn set(&self) -> Vec<&'static str> {
         let Params {

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -249,10 +249,7 @@ impl Syncer {
 
     /// Where a backfill stops: `backfill_days` back from now, or nowhere.
     fn horizon(&self, pipeline: &Pipeline) -> Option<DateTime<Utc>> {
-        pipeline
-            .params
-            .backfill_days
-            .map(|days| self.clock.now() - Duration::days(i64::from(days)))
+        pipeline.params.horizon(self.clock.now())
     }
 
     /// Reads one pass of a tape, handing each page with the cursor that

@@ -60,10 +60,7 @@ impl Syncer {
     ) -> Result<(), SyncError> {
         let checkpoints = self.checkpoints_of(pipeline).await?;
         let today = self.clock.now().date_naive();
-        let horizon = pipeline
-            .params
-            .backfill_days
-            .map(|days| today - Duration::days(i64::from(days)));
+        let horizon = pipeline.params.horizon(self.clock.now()).map(|h| h.date_naive());
         let fresh = checkpoints
             .get("")
             .map(|c| (ReadPosition::parse(&c.cursor, today), c.cursor.contains('@')));
