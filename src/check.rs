@@ -362,13 +362,10 @@ fn warehouse(path: &Path) -> Check {
 }
 
 async fn lake(config: &Config) -> Check {
-    let Some(dir) = &config.warehouse.parquet_dir else {
-        return Check::ok("lake", "none configured ([warehouse] parquet_dir)".into());
-    };
     let fix = "check [warehouse] parquet_dir and the store's credentials in the environment (AWS_*, GOOGLE_*, AZURE_*)";
-    let scratch = crate::lake::Lake::scratch_beside(&config.warehouse.duckdb);
-    let lake = match crate::lake::Lake::open(dir, scratch) {
-        Ok(lake) => lake,
+    let lake = match crate::lake::Lake::configured(&config.warehouse) {
+        Ok(Some(lake)) => lake,
+        Ok(None) => return Check::ok("lake", "none configured ([warehouse] parquet_dir)".into()),
         Err(e) => return Check::fail("lake", 2, e.to_string(), fix.into()),
     };
     match lake.probe().await {

@@ -54,7 +54,7 @@ pub async fn reset(
     let mut rows_of = Vec::new();
     if drop_rows {
         for &table in pipeline.feed.tables {
-            if company_key.is_some() && !has_column(table, "company_key") {
+            if company_key.is_some() && !table.has_column("company_key") {
                 kept.push(table.name);
                 continue;
             }
@@ -86,10 +86,6 @@ pub async fn reset(
         rows_deleted: done.rows_deleted,
         kept,
     })
-}
-
-fn has_column(table: &TableDef, name: &str) -> bool {
-    table.columns.iter().any(|c| c.name == name)
 }
 
 /// Whether another feed writes `table` too: then only the rows this

@@ -154,6 +154,11 @@ impl TableDef {
         self.name.starts_with("_sync_")
     }
 
+    /// Whether the table declares a column `name` (lineage aside).
+    pub fn has_column(&self, name: &str) -> bool {
+        self.columns.iter().any(|c| c.name == name)
+    }
+
     /// Every column in storage order, lineage included.
     pub fn all_columns(&self) -> impl Iterator<Item = &'static Column> + '_ {
         let lineage: &'static [Column] = if self.lineage { LINEAGE } else { &[] };

@@ -344,15 +344,10 @@ async fn the_daemon_writes_one_json_summary_line_per_run() {
 /// docs/schema.md is what `fdsync schema` prints (`FDSYNC_BLESS=1` rewrites it).
 #[test]
 fn the_schema_doc_is_current() {
-    let file = crate::util::repo().join("docs/schema.md");
-    let generated = fdsync::schema::markdown();
-    if std::env::var_os("FDSYNC_BLESS").is_some() {
-        std::fs::write(&file, &generated).unwrap();
-    }
-    let stored = std::fs::read_to_string(&file).unwrap_or_default();
-    assert!(
-        stored == generated,
-        "docs/schema.md is out of date: FDSYNC_BLESS=1 cargo test --release --test main lifecycle::the_schema_doc_is_current"
+    crate::util::assert_doc_current(
+        "docs/schema.md",
+        &fdsync::schema::markdown(),
+        "lifecycle::the_schema_doc_is_current",
     );
     for table in fdsync::feeds::catalogue() {
         assert!(

@@ -265,3 +265,18 @@ pub async fn sigterm(child: &tokio::process::Child) {
         .unwrap();
     assert!(sent.success(), "kill -TERM {pid}");
 }
+
+/// Checks that the checked-in `doc` (a path in the repository) is
+/// `generated`; with `FDSYNC_BLESS` set, writes it first. `rerun` is the
+/// test to run with it.
+pub fn assert_doc_current(doc: &str, generated: &str, rerun: &str) {
+    let file = repo().join(doc);
+    if std::env::var_os("FDSYNC_BLESS").is_some() {
+        std::fs::write(&file, generated).unwrap();
+    }
+    let checked_in = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(
+        checked_in == generated,
+        "{doc} is out of date: FDSYNC_BLESS=1 cargo test --release --test main {rerun}"
+    );
+}

@@ -398,15 +398,7 @@ async fn every_field_of_every_body_served_is_stored_in_a_column_or_in_raw() {
             ));
         }
     }
-    let file = crate::util::repo().join("docs/wire-fields.md");
-    if std::env::var_os("FDSYNC_BLESS").is_some() {
-        std::fs::write(&file, &doc).unwrap();
-    }
-    let checked_in = std::fs::read_to_string(&file).unwrap_or_default();
-    assert!(
-        checked_in == doc,
-        "docs/wire-fields.md is out of date: FDSYNC_BLESS=1 cargo test --release --test main wire::"
-    );
+    crate::util::assert_doc_current("docs/wire-fields.md", &doc, "wire::");
     let leaves: usize = routes.values().map(BTreeMap::len).sum();
     println!(
         "wire: {} bodies, {} routes, {leaves} fields, every one stored",

@@ -155,6 +155,19 @@ impl Lake {
         Ok(self)
     }
 
+    /// The lake `[warehouse]` configures (`parquet_dir`, `parquet_snapshots`),
+    /// its scratch folder beside the warehouse; `None` without one.
+    ///
+    /// # Errors
+    /// See [`LakeRoot::open`] and [`Lake::with_snapshots`].
+    pub fn configured(warehouse: &crate::config::WarehouseConfig) -> Result<Option<Lake>, LakeError> {
+        let Some(dir) = &warehouse.parquet_dir else {
+            return Ok(None);
+        };
+        let lake = Lake::open(dir, Lake::scratch_beside(&warehouse.duckdb))?;
+        Ok(Some(lake.with_snapshots(warehouse.parquet_snapshots)?))
+    }
+
     /// The scratch folder beside a DuckDB warehouse file.
     pub fn scratch_beside(warehouse: &Path) -> PathBuf {
         let mut name = warehouse.file_name().unwrap_or_default().to_owned();

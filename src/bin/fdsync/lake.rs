@@ -53,12 +53,7 @@ pub enum LakeCommand {
 
 /// The lake `[warehouse] parquet_dir` names, if any, with its scratch folder beside the warehouse.
 pub fn open_lake(config: &Config) -> Result<Option<Lake>> {
-    let Some(dir) = &config.warehouse.parquet_dir else {
-        return Ok(None);
-    };
-    let scratch = Lake::scratch_beside(&config.warehouse.duckdb);
-    let lake = Lake::open(dir, scratch).and_then(|lake| lake.with_snapshots(config.warehouse.parquet_snapshots));
-    Ok(Some(lake.map_err(SyncError::from)?))
+    Ok(Lake::configured(&config.warehouse).map_err(SyncError::from)?)
 }
 
 /// The lake a `fdsync lake` command works on: it needs one.
