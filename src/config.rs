@@ -129,8 +129,11 @@ pub struct WarehouseConfig {
     #[serde(default = "default_release_ms")]
     pub release_when_idle_ms: u64,
     /// DuckDB's memory limit for the writer, in MiB: beyond it DuckDB spills
-    /// to a temp folder beside the database instead of growing. A quarter of
-    /// it bounds the rows fetched and not yet committed.
+    /// to a temp folder beside the database instead of growing. At the
+    /// default the process peaks near 182 MiB backfilling 2,000 companies
+    /// and a million news items; 32 holds a backfill but ran out of memory
+    /// merging into large tables and publishing the lake (BENCHMARKS.md,
+    /// "Fast and small at once").
     #[serde(default = "default_memory_limit_mb")]
     pub memory_limit_mb: u64,
     /// DuckDB's worker threads for the writer. Its statements are small
@@ -158,7 +161,7 @@ fn default_release_ms() -> u64 {
 }
 
 /// `[warehouse] memory_limit_mb` when unset: what deploy/ sizes its limits for.
-pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 256;
+pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 48;
 
 /// `[warehouse] duckdb_threads` when unset: the writer is one thread.
 pub const DEFAULT_DUCKDB_THREADS: u64 = 1;

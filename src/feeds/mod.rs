@@ -257,9 +257,12 @@ fn page_limit(params: &Params) -> Result<(), String> {
     }
 }
 
-/// Parses a whole response body as `T`, naming what failed.
-/// Reads a response's envelope; an error names the field that failed.
+/// Reads a response's envelope; an error names the field that failed, from
+/// a second read that tracks the path, which only a failure pays for.
 fn parse_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, String> {
+    if let Ok(parsed) = serde_json::from_slice(body) {
+        return Ok(parsed);
+    }
     serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body)).map_err(|e| {
         if e.path().iter().next().is_none() {
             e.into_inner().to_string()

@@ -25,8 +25,8 @@ pub struct CommitPolicy {
     /// while DuckDB compresses a full row group (BENCHMARKS.md, "The
     /// emulator, the storage of `raw`, and read-ahead").
     pub groups_ahead: usize,
-    /// Rows fetched and not yet committed, at most, in KiB of values: a
-    /// quarter of the memory limit (BENCHMARKS.md, Memory).
+    /// Rows fetched and not yet committed, at most, in KiB of values
+    /// ([`IN_FLIGHT_MIB`]).
     pub in_flight_kib: u32,
     /// Rows a response must bring for its commit to be held open for the
     /// next ones: a backfill's pages are, a poll's few rows are not.
@@ -40,19 +40,23 @@ pub struct CommitPolicy {
 }
 
 impl CommitPolicy {
-    /// The policy for a writer limited to `memory_limit_mb`.
+    /// The policy for a writer limited to `memory_limit_mb`. From 32 MiB up, commits are large enough that their fixed costs do not
+    /// show and the fetch side runs a few groups ahead; what it fetched and
+    /// has not committed is bounded in bytes, which is what grows a peak
+    /// (BENCHMARKS.md, "Fast and small at once").
     pub fn for_memory_limit_mb(memory_limit_mb: u64) -> CommitPolicy {
         let scaled = |per: u64, low: usize, high: usize| {
             usize::try_from(memory_limit_mb / per)
                 .unwrap_or(usize::MAX)
                 .clamp(low, high)
         };
+        let in_flight_mib = (memory_limit_mb / 8).clamp(IN_FLIGHT_MIB.0, IN_FLIGHT_MIB.1);
         CommitPolicy {
             group: COMMIT_GROUP,
-            page_group: scaled(6, COMMIT_GROUP, 40),
-            company_group: scaled(8, COMMIT_GROUP, 30),
-            groups_ahead: scaled(32, 1, 8),
-            in_flight_kib: u32::try_from(memory_limit_mb.saturating_mul(1024) / 4).unwrap_or(u32::MAX),
+            page_group: scaled(6, 20, 40),
+            company_group: scaled(8, 20, 30),
+            groups_ahead: scaled(32, 4, 8),
+            in_flight_kib: u32::try_from(in_flight_mib * 1024).unwrap_or(u32::MAX),
             bulk_response_rows: 100,
             bulk_group_rows: 8_000,
             bulk_group_wait: Duration::from_millis(25),
@@ -60,20 +64,25 @@ impl CommitPolicy {
     }
 }
 
+/// The least and the most MiB of fetched rows not yet committed: below the
+/// least, fetching waits on every commit; above the most, a peak grows with
+/// no gain (BENCHMARKS.md, "Fast and small at once").
+const IN_FLIGHT_MIB: (u64, u64) = (12, 32);
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn small_pods_commit_in_small_groups_and_the_default_in_large_ones() {
-        let small = CommitPolicy::for_memory_limit_mb(32);
-        assert_eq!((small.page_group, small.company_group, small.groups_ahead), (10, 10, 1));
-        assert_eq!(small.in_flight_kib, 8 * 1024);
+    fn commits_are_large_from_the_default_and_in_flight_bytes_bounded() {
         let default = CommitPolicy::for_memory_limit_mb(crate::config::DEFAULT_MEMORY_LIMIT_MB);
         assert_eq!(
             (default.page_group, default.company_group, default.groups_ahead),
-            (40, 30, 8)
+            (20, 20, 4)
         );
-        assert_eq!(default.in_flight_kib, 64 * 1024);
+        assert_eq!(default.in_flight_kib, 12 * 1024);
+        let large = CommitPolicy::for_memory_limit_mb(1024);
+        assert_eq!((large.page_group, large.company_group, large.groups_ahead), (40, 30, 8));
+        assert_eq!(large.in_flight_kib, 32 * 1024);
     }
 }

@@ -268,6 +268,12 @@ fn init_logging(cli: &Cli) {
     }
 }
 
+/// jemalloc serves every allocation of the process, DuckDB's included: glibc's
+/// per-thread arenas kept freed buffers, a third of the peak (BENCHMARKS.md,
+/// "Fast and small at once").
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli);

@@ -10,6 +10,16 @@ use crate::batch::batch_err;
 use crate::sink::SinkError;
 use crate::tables::{LoadRule, TableDef};
 
+/// What probing a batch's keys found.
+enum AllNew {
+    /// Every key was new: the rows were appended.
+    Appended(u64),
+    /// Some key is stored: the batch merges.
+    SomeStored,
+    /// The batch does not qualify for the probe.
+    NotProbed,
+}
+
 impl DuckDbSink {
     /// Loads one batch by its table's rule and returns the rows inserted or changed.
     pub(super) fn load(
@@ -27,11 +37,48 @@ impl DuckDbSink {
                 new_keys_only,
             }
         });
+        // A batch of new keys goes in whole, whatever its size: only a merge
+        // needs its input sliced to the memory limit.
+        let known_stored = match self.append_if_all_new(table, &batch, partitions, seq)? {
+            AllNew::Appended(rows) => return Ok(rows),
+            AllNew::SomeStored => true,
+            AllNew::NotProbed => false,
+        };
         let mut written = 0;
         for slice in self.slices(table, batch) {
-            written += self.load_slice(table, slice, partitions, seq)?;
+            written += self.load_slice(table, slice, partitions, seq, known_stored)?;
         }
         Ok(written)
+    }
+
+    /// Appends `batch` straight into `table` by the appender when its keys
+    /// are distinct and none is stored, as the baseline does: staging
+    /// the rows and copying them over cost twice the rows' appending. Only
+    /// its keys are staged, to probe.
+    fn append_if_all_new(
+        &mut self,
+        table: &'static TableDef,
+        batch: &RecordBatch,
+        partitions: &[String],
+        seq: i64,
+    ) -> Result<AllNew, SinkError> {
+        let merge = &self.merges[table.name];
+        let Some(new_keys_only) = &merge.new_keys_only else {
+            return Ok(AllNew::NotProbed);
+        };
+        if batch.num_rows() < MIN_PROBE_ROWS || !partitions.is_empty() {
+            return Ok(AllNew::NotProbed);
+        }
+        let keys = batch.project(&key_positions(table)).map_err(batch_err(table.name))?;
+        if !keys_are_distinct(table, &keys)? {
+            return Ok(AllNew::NotProbed);
+        }
+        let (create_key_stage, probe) = (new_keys_only.create_key_stage.clone(), new_keys_only.probe.clone());
+        self.stage(table, &create_key_stage, keys)?;
+        if self.any_staged_key_stored(table, &probe)? {
+            return Ok(AllNew::SomeStored);
+        }
+        self.append_new_rows(table, batch.clone(), seq).map(AllNew::Appended)
     }
 
     /// `batch` cut into the slices merged one statement at a time. DuckDB's
@@ -57,6 +104,8 @@ impl DuckDbSink {
         if rows <= per_slice {
             return vec![batch];
         }
+        // Even slices: a short last one would cost a whole statement's fixed cost.
+        let per_slice = rows.div_ceil(rows.div_ceil(per_slice));
         let mut slices: Vec<RecordBatch> = (0..rows)
             .step_by(per_slice)
             .map(|offset| batch.slice(offset, per_slice.min(rows - offset)))
@@ -76,27 +125,11 @@ impl DuckDbSink {
         batch: RecordBatch,
         partitions: &[String],
         seq: i64,
+        known_stored: bool,
     ) -> Result<u64, SinkError> {
         let stage = staging(table);
         let staged_rows = batch.num_rows();
         let merge = &self.merges[table.name];
-        // A batch of new keys, each once, goes into the table by the appender,
-        // as the baseline does: staging the rows and copying them over
-        // cost twice the rows' appending. Only its keys are staged, to probe.
-        let mut known_stored = false;
-        if let Some(new_keys_only) = &merge.new_keys_only
-            && staged_rows >= MIN_PROBE_ROWS
-            && partitions.is_empty()
-        {
-            let keys = batch.project(&key_positions(table)).map_err(batch_err(table.name))?;
-            if keys_are_distinct(table, &keys)? {
-                self.stage(table, &new_keys_only.create_key_stage, keys)?;
-                if !self.any_staged_key_stored(table, &new_keys_only.probe)? {
-                    return self.append_new_rows(table, batch, seq);
-                }
-                known_stored = true;
-            }
-        }
         self.stage(table, &merge.create_stage, batch)?;
         if table.load == LoadRule::Replace && !partitions.is_empty() {
             let target = ident(table.name);

@@ -22,7 +22,9 @@ use duckdb::Connection;
 
 use self::held::Held;
 use self::merge::Merge;
-use self::settings::{PAUSE_MERGES, ROW_GROUP_ROWS, STATEMENT_CACHE, WAREHOUSE_ALIAS, set_checkpoint_threshold};
+use self::settings::{
+    DUCKDB_ROW_GROUP_ROWS, PAUSE_MERGES, ROW_GROUP_ROWS, STATEMENT_CACHE, WAREHOUSE_ALIAS, set_checkpoint_threshold,
+};
 pub use self::settings::{REOPEN_AFTER_ROWS, Settings};
 use super::SinkError;
 
@@ -92,7 +94,11 @@ fn explain_open_error(message: &str) -> String {
 /// the working directory, which a service may not be able to write, so the
 /// file's own place (`<file>.tmp`, where DuckDB spills for a file opened
 /// directly) is set again.
-fn attach_with_row_groups(path: &Path, storage_version: Option<&str>) -> Result<Connection, String> {
+fn attach_with_row_groups(
+    path: &Path,
+    row_group_rows: usize,
+    storage_version: Option<&str>,
+) -> Result<Connection, String> {
     let file = path
         .to_str()
         .ok_or("the path is not valid UTF-8, which DuckDB needs; set `[warehouse] duckdb` to a UTF-8 path")?;
@@ -101,7 +107,7 @@ fn attach_with_row_groups(path: &Path, storage_version: Option<&str>) -> Result<
         .map(|v| format!(", STORAGE_VERSION {}", sql_string(v)))
         .unwrap_or_default();
     conn.execute_batch(&format!(
-        "ATTACH {} AS {WAREHOUSE_ALIAS} (ROW_GROUP_SIZE {ROW_GROUP_ROWS}{storage}); USE {WAREHOUSE_ALIAS}; \
+        "ATTACH {} AS {WAREHOUSE_ALIAS} (ROW_GROUP_SIZE {row_group_rows}{storage}); USE {WAREHOUSE_ALIAS}; \
          SET temp_directory = {};",
         sql_string(file),
         sql_string(&format!("{file}.tmp"))
@@ -171,17 +177,12 @@ impl DuckDbSink {
         // an existing file at an older one (docs/warehouse.md says how to
         // move one).
         let version = (!path.exists()).then_some(settings.storage_version.as_str());
-        let conn = if settings.holds_bulk_commits() {
-            attach_with_row_groups(path, version).map_err(open_err)?
+        let row_group_rows = if settings.holds_bulk_commits() {
+            ROW_GROUP_ROWS
         } else {
-            let mut config = duckdb::Config::default();
-            if let Some(version) = version {
-                config = config
-                    .with("storage_compatibility_version", version)
-                    .map_err(|e| open_err(format!("[warehouse] storage_version = {version:?}: {e}")))?;
-            }
-            Connection::open_with_flags(path, config).map_err(|e| open_err(explain_open_error(&e.to_string())))?
+            DUCKDB_ROW_GROUP_ROWS
         };
+        let conn = attach_with_row_groups(path, row_group_rows, version).map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.execute_batch(&format!(
             "SET memory_limit = '{}MiB'; SET threads = {}; {};",

@@ -18,7 +18,10 @@ pub struct Settings {
 impl Settings {
     /// Whether bulk commits may be held in one transaction until it fills
     /// the warehouse's row groups ([`DuckDbSink::commit_held`](super::DuckDbSink::commit_held)):
-    /// DuckDB keeps the held keys' index entries in memory until it commits.
+    /// from 32 MiB up. A held transaction writes its row groups
+    /// to the file as they fill, so it needs no more memory than small
+    /// commits do, and its rows are compressed once (BENCHMARKS.md, "Fast
+    /// and small at once").
     pub fn holds_bulk_commits(&self) -> bool {
         self.memory_limit_mb >= HOLD_FROM_MB
     }
@@ -82,6 +85,9 @@ pub const REOPEN_AFTER_ROWS: usize = 500_000;
 /// load (BENCHMARKS.md, "Row groups of 61,440 rows").
 pub(super) const ROW_GROUP_ROWS: usize = 61_440;
 
+/// DuckDB's own rows per row group, kept where no commit fills one.
+pub(super) const DUCKDB_ROW_GROUP_ROWS: usize = 122_880;
+
 /// What the writer's connection calls the warehouse file it attaches.
 pub(super) const WAREHOUSE_ALIAS: &str = "warehouse";
 
@@ -94,9 +100,11 @@ pub(super) const HELD_ROW_GROUPS: usize = 6;
 /// without it: news pages, not whole price histories (BENCHMARKS.md, Ingest).
 pub(super) const SMALL_COMMIT_ROWS: usize = ROW_GROUP_ROWS / 4;
 
-/// The smallest `memory_limit_mb` that holds bulk commits: held news
-/// backfills ran out of memory at 64 MiB (BENCHMARKS.md, Ingest).
-pub(super) const HOLD_FROM_MB: u64 = 192;
+/// The smallest `memory_limit_mb` that holds bulk commits. Held news
+/// backfills ran out of memory at 64 MiB while a batch's last slice of a few
+/// dozen rows took the merge path; a batch of new keys is now appended whole,
+/// and 32 holds a backfill (BENCHMARKS.md, "Fast and small at once").
+pub(super) const HOLD_FROM_MB: u64 = 32;
 
 /// Prepared statements kept per connection: a few per table.
 pub(super) const STATEMENT_CACHE: usize = 256;

@@ -44,11 +44,16 @@ fn price_days(days: impl Iterator<Item = (i64, f64)>) -> TableBatch {
 }
 
 fn text_rows(texts: &[&str]) -> TableBatch {
+    text_rows_keyed(texts, true)
+}
+
+/// Rows of `event_item_texts`, each with its own key, but the last repeats
+/// the first's when `last_repeats_first`.
+fn text_rows_keyed(texts: &[&str], last_repeats_first: bool) -> TableBatch {
     let table = feeds::table("event_item_texts").unwrap();
     let mut b = BatchBuilder::new(table, "run-1", Utc::now());
     for (i, text) in texts.iter().enumerate() {
-        // Every row but the last has its own key; the last repeats the first's.
-        let accession = if i + 1 == texts.len() {
+        let accession = if last_repeats_first && i + 1 == texts.len() {
             "0".to_owned()
         } else {
             i.to_string()
@@ -433,14 +438,47 @@ fn held_commits_land_together_or_not_at_all() {
         "landed: rows and checkpoint"
     );
 
-    // A small pod's writer does not hold: each commit lands at once.
+    // Below the default limit a writer does not hold: each commit lands at once.
     let small = Settings {
-        memory_limit_mb: 64,
+        memory_limit_mb: 16,
         ..Settings::default()
     };
     let mut sink = DuckDbSink::open(&path, &small).unwrap();
     sink.commit_held(commit(4000..6000, "c")).unwrap();
     assert!(sink.held.is_none());
+}
+
+/// At the default limit a batch of new keys goes into its table whole, however
+/// many slices a merge of it would take: a short last slice merged inside a
+/// held transaction ran out of memory.
+#[test]
+fn a_held_batch_of_new_keys_is_appended_whole_at_the_default_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    let long = "x".repeat(400);
+    let texts = text_rows_keyed(&vec![long.as_str(); 20_001], false);
+    let table = texts.table;
+    assert!(
+        sink.slices(table, texts.batch.clone()).len() > 1,
+        "a merge would slice it"
+    );
+    sink.commit_held(Commit {
+        batches: vec![texts],
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    assert!(sink.held.is_some(), "held");
+    let one = |sink: &DuckDbSink, sql: &str| -> i64 { sink.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        one(
+            &sink,
+            "SELECT count(*) FROM duckdb_columns() WHERE table_name = '_stage_event_item_texts'"
+        ),
+        table.key.len() as i64,
+        "only the keys were staged, to probe"
+    );
+    sink.commit_held_now().unwrap();
+    assert_eq!(one(&sink, "SELECT count(*) FROM event_item_texts"), 20_001);
 }
 
 /// A writer that runs out of memory on a commit it could hold reports it,
@@ -561,8 +599,8 @@ fn small_held_commits_land_before_they_pass_six_row_groups() {
 /// The writer attaches the file with the warehouse's row group size and
 /// spills beside it. A held landing of more than a row group goes into
 /// the file as whole row groups, its WAL naming them rather than holding
-/// the rows, and DuckDB opened on the file directly reads them. A small
-/// pod's writer keeps DuckDB's row groups.
+/// the rows, and DuckDB opened on the file directly reads them. A writer
+/// below the default limit, which holds no commits, keeps DuckDB's row groups.
 #[test]
 fn the_warehouse_is_attached_with_its_row_group_size_and_spills_beside_the_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -591,7 +629,7 @@ fn the_warehouse_is_attached_with_its_row_group_size_and_spills_beside_the_file(
 
     let small = dir.path().join("small.duckdb");
     let settings = Settings {
-        memory_limit_mb: 64,
+        memory_limit_mb: 16,
         ..Settings::default()
     };
     let mut sink = DuckDbSink::open(&small, &settings).unwrap();
@@ -632,7 +670,8 @@ fn a_held_landing_under_a_row_group_checkpoints_instead_of_writing_the_wal() {
             .query_row("SELECT current_setting('checkpoint_threshold')", [], |r| r.get(0))
             .unwrap()
     };
-    assert_eq!(setting(&sink), "128.0 MiB");
+    let configured = format!("{}.0 MiB", Settings::default().checkpoint_threshold_mb());
+    assert_eq!(setting(&sink), configured);
     // A small commit after it goes to the WAL as before.
     sink.commit(Commit {
         batches: vec![price_days((60_000..60_010).map(|d| (d, 1.0)))],

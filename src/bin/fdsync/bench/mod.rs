@@ -80,6 +80,32 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
         rounds: u64,
     },
+    /// A backfill and a run that finds nothing new, each a whole `fdsync sync
+    /// --once` process as an operator runs it: fdsync at its default and at
+    /// `memory_limit_mb = 32`, and an earlier fdsync binary when given, beside
+    /// a bare process that fetches the same pages, parses them and appends
+    /// them with DuckDB's plain Appender. Wall time, peak memory (VmHWM) and
+    /// the warehouse file's size of each.
+    ///
+    /// Example: fdsync bench backfill --sizes 200:100000,2000:1000000 --earlier /opt/fdsync-0.1/fdsync
+    Backfill {
+        /// Sizes as COMPANIES:NEWS_ITEMS (generated companies' whole price
+        /// histories, and the news backfill that holds that many items), comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "200:100000,2000:1000000")]
+        sizes: Vec<bench::BackfillSize>,
+        /// An earlier fdsync binary to run beside this one, at its own default
+        /// and at memory_limit_mb 32.
+        #[arg(long)]
+        earlier: Option<PathBuf>,
+    },
+    /// The bare Appender side of `bench backfill`, in its own process.
+    #[command(hide = true)]
+    BackfillChild {
+        base_url: String,
+        warehouse: PathBuf,
+        companies: u64,
+        items: u64,
+    },
     /// One side of `bench ingest`, in its own process (prints a JSON report).
     #[command(hide = true)]
     IngestChild {
@@ -138,6 +164,15 @@ pub async fn run(config_path: &std::path::Path, command: BenchCommand) -> Result
             let report = bench::ingest_child(feed, &mode, &config()?, &base_url, &warehouse, size).await?;
             serde_json::to_writer(out, &report)?;
         }
+        BenchCommand::Backfill { sizes, earlier } => {
+            bench::backfill(&config()?, &sizes, earlier.as_deref(), &mut out).await?;
+        }
+        BenchCommand::BackfillChild {
+            base_url,
+            warehouse,
+            companies,
+            items,
+        } => bench::backfill_child(&config()?, &base_url, &warehouse, companies, items).await?,
         BenchCommand::EmulatorMemory { items } => bench::emulator_memory(&items, &mut out).await?,
         BenchCommand::ColdStart { companies } => bench::cold_starts(&config()?, &companies, &mut out).await?,
         BenchCommand::ColdStartChild {

@@ -18,7 +18,7 @@ use fdsync::feeds::prices;
 
 /// The tape's mean spacing (docs/emulator.md): one item every 45 seconds.
 const SECONDS_PER_ITEM: u64 = 45;
-const PAGE_LIMIT: u32 = 200;
+pub(super) const PAGE_LIMIT: u32 = 200;
 
 /// What the bench feeds through both sides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +50,7 @@ impl std::fmt::Display for Feed {
 }
 
 /// The generated companies the prices feed syncs: the emulator's `S0000`, ...
-fn generated_companies(n: u64) -> Vec<String> {
+pub(super) fn generated_companies(n: u64) -> Vec<String> {
     (0..n).map(|i| format!("S{i:04}")).collect()
 }
 
@@ -68,11 +68,11 @@ pub struct IngestChildReport {
 }
 
 /// The backfill horizon that holds about `items` items of the tape.
-fn backfill_days(items: u64) -> u32 {
+pub(super) fn backfill_days(items: u64) -> u32 {
     (items * SECONDS_PER_ITEM).div_ceil(86_400).max(1) as u32
 }
 
-fn bench_start() -> DateTime<Utc> {
+pub(super) fn bench_start() -> DateTime<Utc> {
     BENCH_START.parse().expect("bench start time")
 }
 
@@ -190,33 +190,14 @@ async fn child_baseline_news(
     }
     let fetch_seconds = fetch_started.elapsed().as_secs_f64();
 
-    let mut create = String::from(
-        "CREATE TABLE news_plain (id VARCHAR, published_at TIMESTAMPTZ, first_seen_at TIMESTAMPTZ,
-            updated_at TIMESTAMPTZ, headline VARCHAR, snippet VARCHAR, body VARCHAR, url VARCHAR,
-            source_id VARCHAR, source_name VARCHAR, licence_class VARCHAR, attribution VARCHAR,
-            display_policy VARCHAR, tickers VARCHAR, ciks VARCHAR, people VARCHAR, indicators VARCHAR,
-            topics VARCHAR, storyline_id VARCHAR, importance BIGINT, flash BOOLEAN, form VARCHAR, raw VARCHAR);",
-    );
+    let mut create = String::from(NEWS_PLAIN);
     let mut tables = vec!["news_plain"];
     if two_tables {
-        create.push_str(
-            "CREATE TABLE revisions_plain (id VARCHAR, updated_at TIMESTAMPTZ, headline VARCHAR, raw VARCHAR);",
-        );
+        create.push_str(REVISIONS_PLAIN);
         tables.push("revisions_plain");
     }
     let (rows, seconds) = timed_append(warehouse, &create, &tables, &pages, |appenders, body, rows| {
-        let page: NewsPage = serde_json::from_slice(body).map_err(|e| failure(e.to_string()))?;
-        for raw in &page.items {
-            let item: NewsItem = serde_json::from_str(raw.get()).map_err(|e| failure(e.to_string()))?;
-            let (items, revisions) = appenders.split_at_mut(1);
-            let appended = append_news_item(&mut items[0], &item, raw.get()).and_then(|()| {
-                revisions.iter_mut().try_for_each(|revisions| {
-                    revisions.append_row(duckdb::params![item.id, item.updated_at, item.headline, raw.get()])
-                })
-            });
-            appended.map_err(|e| failure(format!("baseline append: {e}")))?;
-            *rows += 1;
-        }
+        *rows += append_news_page(appenders, body)?;
         Ok(())
     })?;
     Ok(IngestChildReport {
@@ -226,6 +207,35 @@ async fn child_baseline_news(
         fetch_seconds,
         peak_kib: memory_of(std::process::id()).map_or(0, |m| m.peak_kib),
     })
+}
+
+/// The plain tables the news baselines append to: the items, and their
+/// headline revisions as the warehouse contract keeps them.
+pub(super) const NEWS_PLAIN: &str =
+    "CREATE TABLE news_plain (id VARCHAR, published_at TIMESTAMPTZ, first_seen_at TIMESTAMPTZ,
+    updated_at TIMESTAMPTZ, headline VARCHAR, snippet VARCHAR, body VARCHAR, url VARCHAR,
+    source_id VARCHAR, source_name VARCHAR, licence_class VARCHAR, attribution VARCHAR,
+    display_policy VARCHAR, tickers VARCHAR, ciks VARCHAR, people VARCHAR, indicators VARCHAR,
+    topics VARCHAR, storyline_id VARCHAR, importance BIGINT, flash BOOLEAN, form VARCHAR, raw VARCHAR);";
+pub(super) const REVISIONS_PLAIN: &str =
+    "CREATE TABLE revisions_plain (id VARCHAR, updated_at TIMESTAMPTZ, headline VARCHAR, raw VARCHAR);";
+
+/// One news page parsed with serde, each item appended row by row to the
+/// first appender and, when there is a second, as a headline revision to it;
+/// returns the items.
+pub(super) fn append_news_page(appenders: &mut [duckdb::Appender<'_>], body: &[u8]) -> anyhow::Result<u64> {
+    let page: NewsPage = serde_json::from_slice(body).map_err(|e| failure(e.to_string()))?;
+    for raw in &page.items {
+        let item: NewsItem = serde_json::from_str(raw.get()).map_err(|e| failure(e.to_string()))?;
+        let (items, revisions) = appenders.split_at_mut(1);
+        let appended = append_news_item(&mut items[0], &item, raw.get()).and_then(|()| {
+            revisions.iter_mut().try_for_each(|revisions| {
+                revisions.append_row(duckdb::params![item.id, item.updated_at, item.headline, raw.get()])
+            })
+        });
+        appended.map_err(|e| failure(format!("baseline append: {e}")))?;
+    }
+    Ok(page.items.len() as u64)
 }
 
 /// One news item as a row of the baseline's plain table, lists as JSON text
@@ -314,34 +324,14 @@ async fn child_baseline_prices(
 
     let (rows, seconds) = timed_append(
         warehouse,
-        "CREATE TABLE prices_plain (company_key VARCHAR, date DATE, symbol VARCHAR, t_ms BIGINT,
-            open DOUBLE, high DOUBLE, low DOUBLE, close DOUBLE, volume BIGINT, raw VARCHAR)",
+        PRICES_PLAIN,
         &["prices_plain"],
         &pages,
         |appenders, (company, body), rows| {
             let [appender] = appenders else {
                 unreachable!("one table")
             };
-            let page: prices::PricesPage = serde_json::from_slice(body).map_err(|e| failure(e.to_string()))?;
-            for raw in &page.bars {
-                let bar: prices::Bar = serde_json::from_str(raw.get()).map_err(|e| failure(e.to_string()))?;
-                let date = DateTime::from_timestamp_millis(bar.t).map(|d| d.date_naive());
-                appender
-                    .append_row(duckdb::params![
-                        company,
-                        date,
-                        page.symbol,
-                        bar.t,
-                        bar.o,
-                        bar.h,
-                        bar.l,
-                        bar.c,
-                        bar.v,
-                        raw.get(),
-                    ])
-                    .map_err(|e| failure(format!("baseline append: {e}")))?;
-                *rows += 1;
-            }
+            *rows += append_price_bars(appender, company, body)?;
             Ok(())
         },
     )?;
@@ -352,6 +342,40 @@ async fn child_baseline_prices(
         fetch_seconds,
         peak_kib: memory_of(std::process::id()).map_or(0, |m| m.peak_kib),
     })
+}
+
+/// The plain table the price baselines append bars to.
+pub(super) const PRICES_PLAIN: &str =
+    "CREATE TABLE prices_plain (company_key VARCHAR, date DATE, symbol VARCHAR, t_ms BIGINT,
+    open DOUBLE, high DOUBLE, low DOUBLE, close DOUBLE, volume BIGINT, raw VARCHAR);";
+
+/// One company's price page parsed with serde, every bar appended row by
+/// row to `prices_plain`; returns the bars appended.
+pub(super) fn append_price_bars(
+    appender: &mut duckdb::Appender<'_>,
+    company: &str,
+    body: &[u8],
+) -> anyhow::Result<u64> {
+    let page: prices::PricesPage = serde_json::from_slice(body).map_err(|e| failure(e.to_string()))?;
+    for raw in &page.bars {
+        let bar: prices::Bar = serde_json::from_str(raw.get()).map_err(|e| failure(e.to_string()))?;
+        let date = DateTime::from_timestamp_millis(bar.t).map(|d| d.date_naive());
+        appender
+            .append_row(duckdb::params![
+                company,
+                date,
+                page.symbol,
+                bar.t,
+                bar.o,
+                bar.h,
+                bar.l,
+                bar.c,
+                bar.v,
+                raw.get(),
+            ])
+            .map_err(|e| failure(format!("baseline append: {e}")))?;
+    }
+    Ok(page.bars.len() as u64)
 }
 
 /// The baseline's timed part: fresh plain tables (`create`), every page
@@ -388,7 +412,7 @@ fn timed_append<P>(
 }
 
 /// One baseline request, with the key, its body read whole.
-async fn baseline_fetch(http: &reqwest::Client, url: &str) -> anyhow::Result<bytes::Bytes> {
+pub(super) async fn baseline_fetch(http: &reqwest::Client, url: &str) -> anyhow::Result<bytes::Bytes> {
     let fetched = async {
         http.get(url)
             .header("X-API-KEY", BENCH_KEY)
@@ -403,7 +427,7 @@ async fn baseline_fetch(http: &reqwest::Client, url: &str) -> anyhow::Result<byt
 
 /// Items on a page, the oldest `firstSeenAt` among them, and the `before`
 /// cursor of the next page back: what the baseline needs to page as fdsync does.
-fn page_shape(body: &[u8]) -> anyhow::Result<(usize, Option<DateTime<Utc>>, Option<String>)> {
+pub(super) fn page_shape(body: &[u8]) -> anyhow::Result<(usize, Option<DateTime<Utc>>, Option<String>)> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Seen {

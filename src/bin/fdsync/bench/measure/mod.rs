@@ -15,8 +15,10 @@ fn failure(message: String) -> anyhow::Error {
     anyhow::Error::msg(message)
 }
 
+mod backfill;
 mod cold_start;
 mod ingest;
+pub use backfill::{Size as BackfillSize, backfill, child as backfill_child};
 pub use cold_start::{child as cold_start_child, cold_starts};
 pub use ingest::{Feed, child as ingest_child, ingest};
 
