@@ -268,9 +268,10 @@ fn init_logging(cli: &Cli) {
     }
 }
 
-/// jemalloc serves every allocation of the process, DuckDB's included: glibc's
-/// per-thread arenas kept freed buffers, a third of the peak (BENCHMARKS.md,
-/// "Fast and small at once").
+/// jemalloc serves every allocation of the process, DuckDB's included, with
+/// the options `.cargo/config.toml` builds in: allocators keep what DuckDB
+/// frees, and these return it soonest for their cost (BENCHMARKS.md, "Fast
+/// and small at once").
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -56,7 +56,7 @@ impl DuckDbSink {
     /// the rows and copying them over cost twice the rows' appending. Only
     /// its keys are staged, to probe.
     fn append_if_all_new(
-        &mut self,
+        &self,
         table: &'static TableDef,
         batch: &RecordBatch,
         partitions: &[String],
@@ -73,9 +73,8 @@ impl DuckDbSink {
         if !keys_are_distinct(table, &keys)? {
             return Ok(AllNew::NotProbed);
         }
-        let (create_key_stage, probe) = (new_keys_only.create_key_stage.clone(), new_keys_only.probe.clone());
-        self.stage(table, &create_key_stage, keys)?;
-        if self.any_staged_key_stored(table, &probe)? {
+        self.stage(table, &new_keys_only.create_key_stage, keys)?;
+        if self.any_staged_key_stored(table, &new_keys_only.probe)? {
             return Ok(AllNew::SomeStored);
         }
         self.append_new_rows(table, batch.clone(), seq).map(AllNew::Appended)

@@ -154,9 +154,9 @@ fn fdsync_side(
             .arg("--quiet")
             .arg("--config")
             .arg(config)
-            // Every pipeline runs either way; `--all` also spares the
-            // binaries before c112d04's successor, at memory_limit_mb below
-            // 192, reading the run log of a new file, which failed there.
+            // Every pipeline runs either way; `--all` also keeps binaries up
+            // to c112d04, below memory_limit_mb 192, from reading the run
+            // log of a new file, which failed there.
             .args(["sync", "--once", "--all"])
             .env(KEY_ENV, BENCH_KEY)
             .env("FDSYNC_FROZEN_CLOCK", BENCH_START)
@@ -173,16 +173,15 @@ fn fdsync_side(
     Ok((backfill, bytes, no_change))
 }
 
-/// Rows of `news_items` and `prices_daily` in a warehouse, read only.
-fn warehouse_rows(warehouse: &Path) -> anyhow::Result<(u64, u64)> {
-    let conn = duckdb::Connection::open_with_flags(
-        warehouse,
-        duckdb::Config::default().access_mode(duckdb::AccessMode::ReadOnly)?,
-    )?;
-    let count = |table: &str| -> anyhow::Result<u64> {
-        Ok(conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?)
-    };
-    Ok((count("news_items")?, count("prices_daily")?))
+/// The rows of each of `tables` in the warehouse at `path`, opened read only.
+fn row_counts<const N: usize>(path: &Path, tables: [&str; N]) -> anyhow::Result<[u64; N]> {
+    let config = duckdb::Config::default().access_mode(duckdb::AccessMode::ReadOnly)?;
+    let conn = duckdb::Connection::open_with_flags(path, config)?;
+    let mut counts = [0; N];
+    for (count, table) in counts.iter_mut().zip(tables) {
+        *count = conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?;
+    }
+    Ok(counts)
 }
 
 /// The side by side at each size: the bare Appender, fdsync at its default
@@ -229,13 +228,7 @@ pub async fn backfill(
             side: "bare Appender".into(),
             outcome: Ok((appender, appender_bytes, None)),
         });
-        let appender_rows = {
-            let conn = duckdb::Connection::open(&appender_file)?;
-            let count = |table: &str| -> anyhow::Result<u64> {
-                Ok(conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?)
-            };
-            (count("news_plain")?, count("prices_plain")?)
-        };
+        let appender_rows = row_counts(&appender_file, ["news_plain", "prices_plain"])?;
 
         for (name, binary) in &binaries {
             for memory_limit_mb in [None, Some(32)] {
@@ -248,11 +241,11 @@ pub async fn backfill(
                 )?;
                 let outcome = fdsync_side(binary, &config_file, &warehouse, memory_limit_mb).and_then(
                     |(backfill, bytes, no_change)| {
-                        let held = warehouse_rows(&warehouse)?;
+                        let held = row_counts(&warehouse, ["news_items", "prices_daily"])?;
                         if held != appender_rows {
                             return Err(failure(format!(
                                 "{tag} holds {} news items and {} price bars; the Appender read {} and {}",
-                                held.0, held.1, appender_rows.0, appender_rows.1
+                                held[0], held[1], appender_rows[0], appender_rows[1]
                             )));
                         }
                         Ok((backfill, bytes, Some(no_change)))
@@ -299,7 +292,7 @@ pub async fn backfill(
         writeln!(
             out,
             "|  |  | ({} news items, {} price bars) |  |  |  |  |  |  |  |",
-            appender_rows.0, appender_rows.1
+            appender_rows[0], appender_rows[1]
         )?;
         out.flush()?;
         drop(emulator);
