@@ -130,9 +130,9 @@ pub struct WarehouseConfig {
     pub release_when_idle_ms: u64,
     /// DuckDB's memory limit for the writer, in MiB: beyond it DuckDB spills
     /// to a temp folder beside the database instead of growing. At the
-    /// default the process peaks near 182 MiB backfilling 2,000 companies
-    /// and a million news items; 32 holds a backfill but ran out of memory
-    /// merging into large tables and publishing the lake (BENCHMARKS.md,
+    /// default the process peaks near 192 MiB backfilling 2,000 companies
+    /// and a million news items; 32 and 48 hold a backfill, but merges into
+    /// tables other routes fill ran out of memory there (BENCHMARKS.md,
     /// "Fast and small at once").
     #[serde(default = "default_memory_limit_mb")]
     pub memory_limit_mb: u64,
@@ -161,7 +161,7 @@ fn default_release_ms() -> u64 {
 }
 
 /// `[warehouse] memory_limit_mb` when unset: what deploy/ sizes its limits for.
-pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 48;
+pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 64;
 
 /// `[warehouse] duckdb_threads` when unset: the writer is one thread.
 pub const DEFAULT_DUCKDB_THREADS: u64 = 1;
