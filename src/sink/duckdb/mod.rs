@@ -84,16 +84,13 @@ fn explain_open_error(message: &str) -> String {
 }
 
 /// A connection to the warehouse at `path` that writes row groups of
-/// [`ROW_GROUP_ROWS`]. The file is attached rather than opened, as only
-/// ATTACH takes a row group size. Small pods hold no bulk commits, so no
-/// commit of theirs fills a row group: they open the file directly and keep
-/// DuckDB's size, and with it half as many row groups, of which DuckDB keeps
-/// what it knows in memory while the file is open ([`REOPEN_AFTER_ROWS`]).
-/// At 32 MiB the two peaked within the runs' spread of each other
-/// (BENCHMARKS.md, Memory). An in-memory database spills into `.tmp` in
-/// the working directory, which a service may not be able to write, so the
-/// file's own place (`<file>.tmp`, where DuckDB spills for a file opened
-/// directly) is set again.
+/// `row_group_rows`. The file is attached rather than opened, as only ATTACH
+/// takes a row group size, and so the writer's catalog is always
+/// [`WAREHOUSE_ALIAS`] (a file opened directly below 192 MiB was named after
+/// itself, which the run log's reader did not find). An in-memory database
+/// spills into `.tmp` in the working directory, which a service may not be
+/// able to write, so the file's own place (`<file>.tmp`, where DuckDB spills
+/// for a file opened directly) is set again.
 fn attach_with_row_groups(
     path: &Path,
     row_group_rows: usize,

@@ -18,10 +18,10 @@ pub struct Settings {
 impl Settings {
     /// Whether bulk commits may be held in one transaction until it fills
     /// the warehouse's row groups ([`DuckDbSink::commit_held`](super::DuckDbSink::commit_held)):
-    /// from 32 MiB up. A held transaction writes its row groups
-    /// to the file as they fill, so it needs no more memory than small
-    /// commits do, and its rows are compressed once (BENCHMARKS.md, "Fast
-    /// and small at once").
+    /// from [`HOLD_FROM_MB`] up. A held transaction writes its row groups to
+    /// the file as they fill and compresses its rows once; what it keeps
+    /// pinned is what a merge inside it then lacks, which is why the default
+    /// is above this (BENCHMARKS.md, "Fast and small at once").
     pub fn holds_bulk_commits(&self) -> bool {
         self.memory_limit_mb >= HOLD_FROM_MB
     }

@@ -17,7 +17,7 @@ use super::ingest::{
     NEWS_PLAIN, PAGE_LIMIT, PRICES_PLAIN, REVISIONS_PLAIN, append_news_page, append_price_bars, backfill_days,
     baseline_fetch, bench_start, generated_companies, page_shape,
 };
-use super::{BENCH_KEY, BENCH_START, EmulatorProcess, failure, memory_of, mib, tempfile_dir};
+use super::{BENCH_KEY, BENCH_START, EmulatorProcess, failure, fresh_dir, memory_of, mib};
 
 /// The environment variable the bench's config names for the key.
 const KEY_ENV: &str = "FDSYNC_BENCH_API_KEY";
@@ -210,9 +210,7 @@ pub async fn backfill(
     )?;
     for &size in sizes {
         let emulator = EmulatorProcess::start()?;
-        let dir = tempfile_dir()?.join(format!("backfill-{}-{}", size.companies, size.items));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
+        let dir = fresh_dir(&format!("backfill-{}-{}", size.companies, size.items))?;
         let pipelines = pipelines_for(config, &dir, size.items)?;
         let mut rows = Vec::new();
 

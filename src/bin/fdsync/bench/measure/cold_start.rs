@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 
-use super::{BENCH_KEY, EmulatorProcess, failure, tempfile_dir};
+use super::{BENCH_KEY, EmulatorProcess, failure, fresh_dir};
 
 /// The environment variable the bench's config names for the key.
 const KEY_ENV: &str = "FDSYNC_BENCH_API_KEY";
@@ -105,9 +105,7 @@ pub async fn child(base_url: &str, routes_file: &std::path::Path, concurrency: u
 
 async fn cold_start(config: &fdsync::config::Config, companies: usize) -> anyhow::Result<ColdStart> {
     let emulator = EmulatorProcess::start()?;
-    let dir = tempfile_dir()?.join(format!("cold-start-{companies}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
+    let dir = fresh_dir(&format!("cold-start-{companies}"))?;
     let warehouse = dir.join("warehouse.duckdb");
     let config_path = dir.join("fdsync.toml");
     std::fs::write(

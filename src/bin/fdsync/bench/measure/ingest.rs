@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::{BENCH_KEY, BENCH_START, EmulatorProcess, child_report, failure, memory_of, mib, tempfile_dir};
+use super::{BENCH_KEY, BENCH_START, EmulatorProcess, child_report, failure, fresh_dir, memory_of, mib};
 use fdsync::feeds::news::{NewsItem, NewsPage};
 use fdsync::feeds::prices;
 
@@ -469,9 +469,7 @@ pub async fn ingest(runs: &[(Feed, Vec<u64>)], rounds: usize, out: &mut impl Wri
         )?;
         for &size in sizes {
             let emulator = EmulatorProcess::start()?;
-            let dir = tempfile_dir()?.join(format!("ingest-{feed}-{size}"));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir)?;
+            let dir = fresh_dir(&format!("ingest-{feed}-{size}"))?;
             let side = |mode: &str| -> anyhow::Result<IngestChildReport> {
                 let warehouse = dir.join(format!("{mode}.duckdb"));
                 // Every round starts from nothing, as a first sync does.

@@ -437,6 +437,15 @@ fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
     Ok(dir)
 }
 
+/// An empty folder `name` in the bench's temp folder: what an earlier run
+/// left there is removed, so every size starts from nothing.
+fn fresh_dir(name: &str) -> anyhow::Result<std::path::PathBuf> {
+    let dir = tempfile_dir()?.join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
 /// Request efficiency at several universe sizes: the configured universe, then
 /// the first N generated companies for each N in `sizes`.
 pub async fn requests(config: &fdsync::config::Config, sizes: &[usize], out: &mut impl Write) -> anyhow::Result<()> {
@@ -762,9 +771,7 @@ pub async fn lake(config: &fdsync::config::Config, sizes: &[u64], out: &mut impl
         "| rows | COPY TO rows/s | lake rows/s | lake / COPY time | COPY peak MiB | lake peak MiB |\n|---|---|---|---|---|---|"
     )?;
     for &rows in sizes {
-        let dir = tempfile_dir()?.join(format!("lake-{rows}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
+        let dir = fresh_dir(&format!("lake-{rows}"))?;
         let warehouse = dir.join("bench.duckdb");
         lake_warehouse(config, &warehouse, rows).await?;
         let side = |mode: &str, target: std::path::PathBuf| -> anyhow::Result<LakeChildReport> {
