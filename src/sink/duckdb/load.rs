@@ -3,12 +3,18 @@
 
 use arrow::record_batch::RecordBatch;
 
-use super::merge::{Merge, NewKeysOnly, create_stage, key_positions, keys_are_distinct, merge_statements, staging};
+use super::merge::{
+    Merge, NewKeysOnly, create_stage, key_positions, keys_are_distinct, merge_statements, staged_key_range, staging,
+};
 use super::settings::{MIN_PROBE_ROWS, MIN_SLICE_ROWS};
 use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, json_list, sql_err};
 use crate::batch::batch_err;
 use crate::sink::SinkError;
 use crate::tables::{LoadRule, TableDef};
+
+/// The least and greatest staged value of a table's first key column, as
+/// text; `None` for a keyless table.
+type StagedKeyRange = Option<(Option<String>, Option<String>)>;
 
 /// What probing a batch's keys found.
 enum AllNew {
@@ -34,6 +40,7 @@ impl DuckDbSink {
             Merge {
                 create_stage: create_stage(table),
                 statements,
+                staged_key_range: staged_key_range(table),
                 new_keys_only,
             }
         });
@@ -74,7 +81,8 @@ impl DuckDbSink {
             return Ok(AllNew::NotProbed);
         }
         self.stage(table, &new_keys_only.create_key_stage, keys)?;
-        if self.any_staged_key_stored(table, &new_keys_only.probe)? {
+        let range = self.staged_key_range(table, merge.staged_key_range.as_deref())?;
+        if self.any_staged_key_stored(table, &new_keys_only.probe, &range)? {
             return Ok(AllNew::SomeStored);
         }
         self.append_new_rows(table, batch.clone(), seq).map(AllNew::Appended)
@@ -155,23 +163,28 @@ impl DuckDbSink {
             }
         }
         let merge_started = std::time::Instant::now();
+        let range = self.staged_key_range(table, merge.staged_key_range.as_deref())?;
         let all_new = match &merge.new_keys_only {
             Some(NewKeysOnly { probe, insert, .. }) if staged_rows >= MIN_PROBE_ROWS && !known_stored => {
-                (!self.any_staged_key_stored(table, probe)?).then_some(insert)
+                (!self.any_staged_key_stored(table, probe, &range)?).then_some(insert)
             }
             _ => None,
         };
-        let statements = match all_new {
-            Some(insert) => std::slice::from_ref(insert),
-            None => merge.statements.as_slice(),
+        let run = |sql: &str, with_range: bool| {
+            let mut statement = self.conn.prepare_cached(sql)?;
+            match (with_range, &range) {
+                (true, Some((least, greatest))) => statement.execute(duckdb::params![seq, least, greatest]),
+                _ => statement.execute([seq]),
+            }
         };
         let mut written = 0;
-        for sql in statements {
-            written = self
-                .conn
-                .prepare_cached(sql)
-                .and_then(|mut s| s.execute([seq]))
-                .map_err(sql_err(table.name, "merging the staged rows"))?;
+        match all_new {
+            Some(insert) => written = run(insert, false).map_err(sql_err(table.name, "merging the staged rows"))?,
+            None => {
+                for sql in &merge.statements {
+                    written = run(sql, true).map_err(sql_err(table.name, "merging the staged rows"))?;
+                }
+            }
         }
         tracing::trace!(
             message = "Loaded.",
@@ -197,11 +210,35 @@ impl DuckDbSink {
         appender.flush().map_err(sql_err(table.name, "flushing the appender"))
     }
 
-    pub(super) fn any_staged_key_stored(&self, table: &TableDef, probe: &str) -> Result<bool, SinkError> {
+    /// Whether a staged key is stored, looked up among the stored rows in the
+    /// staged keys' `range`.
+    pub(super) fn any_staged_key_stored(
+        &self,
+        table: &TableDef,
+        probe: &str,
+        range: &StagedKeyRange,
+    ) -> Result<bool, SinkError> {
+        let Some((least, greatest)) = range else {
+            return Ok(false);
+        };
         self.conn
             .prepare_cached(probe)
-            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .and_then(|mut s| s.query_row([least, greatest], |r| r.get(0)))
             .map_err(sql_err(table.name, "looking up the staged keys"))
+    }
+
+    /// The least and greatest staged value of `table`'s first key column, by
+    /// its `query` ([`Merge::staged_key_range`]); `None` for a keyless table.
+    /// Both are `None` when no staged key has a value, which no stored row
+    /// matches.
+    fn staged_key_range(&self, table: &TableDef, query: Option<&str>) -> Result<StagedKeyRange, SinkError> {
+        let Some(query) = query else {
+            return Ok(None);
+        };
+        self.conn
+            .prepare_cached(query)
+            .and_then(|mut s| s.query_row([], |r| Ok(Some((r.get(0)?, r.get(1)?)))))
+            .map_err(sql_err(table.name, "reading the staged keys' range"))
     }
 
     /// Appends `batch`, whose keys are all new and distinct, to `table` with

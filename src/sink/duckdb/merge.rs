@@ -15,8 +15,13 @@ pub(super) struct Merge {
     /// their memory and the staging tables grew with every commit (82 MiB
     /// after a 60,000-item backfill).
     pub(super) create_stage: String,
-    /// Run in order with the commit number as their one parameter.
+    /// Run in order with the commit number and the staged keys' range
+    /// ([`key_range`]) as their parameters, or the commit number alone for a
+    /// keyless table.
     pub(super) statements: Vec<String>,
+    /// For a keyed table: the least and greatest staged value of its first
+    /// key column, as text.
+    pub(super) staged_key_range: Option<String>,
     /// For loads that merge by key: whether any staged key is stored
     /// already, and the plain `INSERT` that replaces the statements when none
     /// is. A merge joins the staged rows with the table, about 12 us a news
@@ -26,7 +31,8 @@ pub(super) struct Merge {
 }
 
 pub(super) struct NewKeysOnly {
-    /// One boolean row: true when a staged key is in the table.
+    /// One boolean row: true when a staged key is in the table. Takes the
+    /// staged keys' range.
     pub(super) probe: String,
     /// Takes the commit number, as the statements do.
     pub(super) insert: String,
@@ -84,12 +90,42 @@ pub(super) fn create_stage(table: &TableDef) -> String {
     )
 }
 
-/// The commit number in a merge statement: its one parameter.
+/// The commit number in a merge statement: its first parameter.
 pub(super) const SEQ_PARAM: &str = "CAST($1 AS BIGINT)";
 
+/// `alias`'s first key column between the staged keys' least and greatest,
+/// bound as parameters `$from` and `$from + 1`. No stored row outside it can
+/// match a staged key, and as constants at planning the bounds reach the
+/// table scan, which skips every row group whose statistics lie outside:
+/// without them each merge and probe read the whole key column, which made a
+/// backfill's probes grow with the table and a run that found nothing new
+/// read every stored bar (BENCHMARKS.md, "Fast and small at once").
+fn key_range(table: &TableDef, alias: &str, from: usize) -> Option<String> {
+    let (_, first) = key_columns(table).next()?;
+    let ty = first.ty.sql();
+    Some(format!(
+        "{alias}{}{} BETWEEN CAST(${from} AS {ty}) AND CAST(${} AS {ty})",
+        if alias.is_empty() { "" } else { "." },
+        ident(first.name),
+        from + 1
+    ))
+}
+
+/// The query whose one row is the least and greatest staged value of
+/// `table`'s first key column, as text, for [`key_range`]'s parameters.
+pub(super) fn staged_key_range(table: &TableDef) -> Option<String> {
+    let (_, first) = key_columns(table).next()?;
+    let k = ident(first.name);
+    Some(format!(
+        "SELECT min({k})::VARCHAR, max({k})::VARCHAR FROM {}",
+        staging(table)
+    ))
+}
+
 /// The statements that load `table`'s staging table into it by its load rule,
-/// in order; each takes the commit number as its one parameter, and the last
-/// one's count is the rows written. With them, for a load that merges by
+/// in order; each takes the commit number and, for a keyed table, the staged
+/// keys' range ([`key_range`]) as its parameters, and the last one's count is
+/// the rows written. With them, for a load that merges by
 /// key, the probe and plain insert that do the same when every staged key is
 /// new.
 pub(super) fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeysOnly>) {
@@ -114,7 +150,8 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeys
     // What replaces a merge by key when no staged key is stored.
     let new_keys_only = || NewKeysOnly {
         probe: format!(
-            "SELECT EXISTS (SELECT 1 FROM {stage} s JOIN {target} t ON {})",
+            "SELECT EXISTS (SELECT 1 FROM {stage} s JOIN (SELECT * FROM {target} WHERE {}) t ON {})",
+            key_range(table, "", 1).unwrap_or_else(|| "true".into()),
             key_eq("s", "t", &key)
         ),
         insert: format!(
@@ -128,6 +165,9 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeys
             format!("CREATE OR REPLACE TEMP TABLE {stage} ({})", key_cols.join(", "))
         },
     };
+    // The stored rows a staged key can match: those in the staged keys' range.
+    let in_range = |alias: &str| key_range(table, alias, 2).unwrap_or_else(|| "true".into());
+    let ranged_target = format!("(SELECT * FROM {target} WHERE {})", in_range(""));
     let mut by_key = None;
     let own_values_equal = |a: &str, b: &str| -> Vec<String> {
         table
@@ -151,7 +191,7 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeys
         LoadRule::Append | LoadRule::InsertOnce => {
             by_key = Some(new_keys_only());
             format!(
-                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ANTI JOIN {target} t ON {}",
+                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ANTI JOIN {ranged_target} t ON {}",
                 newest_staged(&key),
                 key_eq("t", "s", &key)
             )
@@ -162,10 +202,11 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeys
             // Seen again: only the last sighting moves.
             statements.push(format!(
                 "UPDATE {target} t SET last_seen_at = s.last_seen_at, {COMMIT_SEQ} = {SEQ_PARAM} \
-                 FROM ({distinct}) s WHERE {on} AND s.last_seen_at > t.last_seen_at"
+                 FROM ({distinct}) s WHERE {on} AND s.last_seen_at > t.last_seen_at AND {}",
+                in_range("t")
             ));
             format!(
-                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({distinct}) s ANTI JOIN {target} t ON {on}"
+                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({distinct}) s ANTI JOIN {ranged_target} t ON {on}"
             )
         }
         LoadRule::AppendOnChange => {
@@ -174,15 +215,18 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeys
             let unchanged = own_values_equal("t", "s");
             format!(
                 "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s \
-                 LEFT JOIN (SELECT * FROM {target} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY {order} DESC) = 1) t \
+                 LEFT JOIN (SELECT * FROM {target} WHERE {} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY {order} DESC) = 1) t \
                  ON {} WHERE (t.{} IS NULL OR NOT ({})) \
-                 AND NOT EXISTS (SELECT 1 FROM {target} k WHERE {})",
+                 AND NOT EXISTS (SELECT 1 FROM {target} k WHERE {} AND {})",
                 newest_staged(part),
+                // The range is of the first key column, which is in every partition's key.
+                in_range(""),
                 part.join(", "),
                 key_eq("t", "s", part),
                 part[0],
                 unchanged.join(" AND "),
-                key_eq("k", "s", &key)
+                key_eq("k", "s", &key),
+                in_range("k")
             )
         }
         LoadRule::Upsert | LoadRule::Replace => {
@@ -233,11 +277,12 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeys
             };
             by_key = Some(new_keys_only());
             format!(
-                "MERGE INTO {target} t USING ({}) s ON {} \
+                "MERGE INTO {target} t USING ({}) s ON {} AND {} \
                  WHEN MATCHED{only_if} THEN UPDATE SET {} \
                  WHEN NOT MATCHED THEN INSERT ({col_list}) VALUES ({s_cols})",
                 newest_staged(&key),
                 key_eq("t", "s", &key),
+                in_range("t"),
                 set.join(", ")
             )
         }
