@@ -160,6 +160,11 @@ fn default_release_ms() -> u64 {
     1000
 }
 
+/// The least `[warehouse] memory_limit_mb`: at 16 a run that found only
+/// restated bars ran out of memory merging them into a million stored ones
+/// (BENCHMARKS.md, "Fast and small at once").
+pub const MIN_MEMORY_LIMIT_MB: u64 = 20;
+
 /// `[warehouse] memory_limit_mb` when unset: what deploy/ sizes its limits for.
 pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 64;
 
@@ -439,6 +444,14 @@ impl Config {
             }
         }
         self.daemon.metrics_socket().map_err(invalid)?;
+        if self.warehouse.memory_limit_mb < MIN_MEMORY_LIMIT_MB {
+            return Err(invalid(format!(
+                "warehouse.memory_limit_mb = {}: use {MIN_MEMORY_LIMIT_MB} or more; below it DuckDB runs out of \
+                 memory merging a run's rows into a large table (the default, {DEFAULT_MEMORY_LIMIT_MB}, is also \
+                 the fastest)",
+                self.warehouse.memory_limit_mb
+            )));
+        }
         if self.upstream.max_attempts == 0 {
             return Err(invalid("upstream.max_attempts must be at least 1".into()));
         }
@@ -595,6 +608,23 @@ companies = ["AAPL"]
             .unwrap_err()
             .to_string();
         assert!(err.contains("baseurl"), "{err}");
+    }
+
+    #[test]
+    fn a_memory_limit_below_the_least_is_refused_with_the_least() {
+        let at = |mb: u64| {
+            let env = [("FDSYNC_WAREHOUSE__MEMORY_LIMIT_MB".to_string(), mb.to_string())];
+            Config::from_toml(BASE, Path::new("t.toml"), env)
+        };
+        let err = at(MIN_MEMORY_LIMIT_MB - 1).unwrap_err().to_string();
+        assert!(
+            err.contains("warehouse.memory_limit_mb = 19") && err.contains("use 20 or more"),
+            "{err}"
+        );
+        assert_eq!(
+            at(MIN_MEMORY_LIMIT_MB).unwrap().warehouse.memory_limit_mb,
+            MIN_MEMORY_LIMIT_MB
+        );
     }
 
     #[test]

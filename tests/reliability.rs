@@ -1101,10 +1101,10 @@ async fn a_commit_failing_while_the_fetching_waits_ends_the_run() {
     let warehouse = disk.dir.path().join("wh.duckdb");
     let generated: Vec<String> = (0..30).map(|i| format!("S{i:04}")).collect();
     let companies: Vec<&str> = generated.iter().map(String::as_str).collect();
-    // 16 MiB for DuckDB leaves 4 MiB for rows fetched and not yet committed:
-    // about three companies' histories, so the fetching soon waits.
+    // The least memory limit commits the fewest companies at once and keeps
+    // the fewest rows fetched ahead, so the fetching soon waits.
     let text = config_text(&emulator.base_url(), &warehouse, &companies)
-        .replace("[warehouse]\n", "[warehouse]\nmemory_limit_mb = 16\n");
+        .replace("[warehouse]\n", "[warehouse]\nmemory_limit_mb = 20\n");
     let pipelines: Vec<_> = crate::util::test_pipelines()
         .into_iter()
         .filter(|p| ["companies", "prices"].contains(&p.name.as_str()))

@@ -40,8 +40,9 @@ pub struct CommitPolicy {
 }
 
 impl CommitPolicy {
-    /// The policy for a writer limited to `memory_limit_mb`. From 32 MiB up, commits are large enough that their fixed costs do not
-    /// show and the fetch side runs a few groups ahead; what it fetched and
+    /// The policy for a writer limited to `memory_limit_mb`. At every limit
+    /// commits are large enough that their fixed costs do not show and the
+    /// fetch side runs a few groups ahead; what it fetched and
     /// has not committed is bounded in bytes, which is what grows a peak
     /// (BENCHMARKS.md, "Fast and small at once").
     pub fn for_memory_limit_mb(memory_limit_mb: u64) -> CommitPolicy {

@@ -234,7 +234,7 @@ impl DuckDbSink {
         let e = self.explained(e);
         if holding && matches!(e, SinkError::OutOfMemory { .. }) {
             // What this writer holds is what ran out: it commits each bulk
-            // load on its own from now on, as below HOLD_FROM_MB.
+            // load on its own from now on.
             self.holds_bulk_commits = false;
             tracing::warn!(
                 message = "Out of memory while holding bulk commits; this writer no longer holds them.",

@@ -28,13 +28,15 @@ impl Settings {
 
     /// The WAL size at which DuckDB checkpoints: half the memory limit from
     /// 64 MiB, since each checkpoint makes the next one compress a row group
-    /// again; DuckDB's own 16 MiB below, where more ran out of memory
-    /// (BENCHMARKS.md, Ingest).
+    /// again; DuckDB's own 16 MiB down to 32, where more ran out of memory
+    /// (BENCHMARKS.md, Ingest); a quarter of the limit below, where a
+    /// checkpoint of 16 MiB of small commits ran out of memory and left
+    /// DuckDB's database invalidated (BENCHMARKS.md, "Fast and small at once").
     pub fn checkpoint_threshold_mb(&self) -> u64 {
-        if self.memory_limit_mb >= 64 {
-            self.memory_limit_mb / 2
-        } else {
-            16
+        match self.memory_limit_mb {
+            64.. => self.memory_limit_mb / 2,
+            32.. => 16,
+            _ => (self.memory_limit_mb / 4).max(1),
         }
     }
 }
@@ -100,11 +102,14 @@ pub(super) const HELD_ROW_GROUPS: usize = 6;
 /// without it: news pages, not whole price histories (BENCHMARKS.md, Ingest).
 pub(super) const SMALL_COMMIT_ROWS: usize = ROW_GROUP_ROWS / 4;
 
-/// The smallest `memory_limit_mb` that holds bulk commits. Held news
-/// backfills ran out of memory at 64 MiB while a batch's last slice of a few
-/// dozen rows took the merge path; a batch of new keys is now appended whole,
-/// and 32 holds a backfill (BENCHMARKS.md, "Fast and small at once").
-pub(super) const HOLD_FROM_MB: u64 = 32;
+/// The smallest `memory_limit_mb` that holds bulk commits: the least the
+/// configuration allows, so every setting writes a backfill in bulk. Held
+/// news backfills ran out of memory at 64 MiB while a batch's last slice of
+/// a few dozen rows took the merge path, and at 24 DuckDB's checkpoint of
+/// 16 MiB of small commits did; a batch of new keys is now appended whole,
+/// small commits checkpoint at a quarter of the limit below 32, and 20 holds
+/// a backfill (BENCHMARKS.md, "Fast and small at once").
+pub(super) const HOLD_FROM_MB: u64 = 20;
 
 /// Prepared statements kept per connection: a few per table.
 pub(super) const STATEMENT_CACHE: usize = 256;

@@ -548,7 +548,7 @@ fn price_row_groups(conn: &Connection) -> String {
 #[test]
 fn the_checkpoint_threshold_follows_the_memory_limit() {
     let dir = tempfile::tempdir().unwrap();
-    for (memory_limit_mb, expected) in [(256, "128.0 MiB"), (64, "32.0 MiB"), (48, "16.0 MiB")] {
+    for (memory_limit_mb, expected) in [(256, "128.0 MiB"), (64, "32.0 MiB"), (48, "16.0 MiB"), (24, "6.0 MiB")] {
         let settings = Settings {
             memory_limit_mb,
             ..Settings::default()

@@ -82,21 +82,27 @@ pub enum BenchCommand {
     },
     /// A backfill and a run that finds nothing new, each a whole `fdsync sync
     /// --once` process as an operator runs it: fdsync at its default and at
-    /// `memory_limit_mb = 32`, and an earlier fdsync binary when given, beside
+    /// each of `--limits`, and an earlier fdsync binary when given, beside
     /// a bare process that fetches the same pages, parses them and appends
     /// them with DuckDB's plain Appender. Wall time, peak memory (VmHWM) and
     /// the warehouse file's size of each.
     ///
     /// Example: fdsync bench backfill --sizes 200:100000,2000:1000000 --earlier /opt/fdsync-0.1/fdsync
+    ///
+    /// Example, the file at every setting: fdsync bench backfill --sizes 200:100000 --limits 16,24,32
     Backfill {
         /// Sizes as COMPANIES:NEWS_ITEMS (generated companies' whole price
         /// histories, and the news backfill that holds that many items), comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "200:100000,2000:1000000")]
         sizes: Vec<bench::BackfillSize>,
         /// An earlier fdsync binary to run beside this one, at its own default
-        /// and at memory_limit_mb 32.
+        /// and at each of `--limits`.
         #[arg(long)]
         earlier: Option<PathBuf>,
+        /// The `memory_limit_mb` settings each binary runs at besides its
+        /// default, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "32", value_parser = clap::value_parser!(u64).range(16..))]
+        limits: Vec<u64>,
     },
     /// The bare Appender side of `bench backfill`, in its own process.
     #[command(hide = true)]
@@ -164,8 +170,8 @@ pub async fn run(config_path: &std::path::Path, command: BenchCommand) -> Result
             let report = bench::ingest_child(feed, &mode, &config()?, &base_url, &warehouse, size).await?;
             serde_json::to_writer(out, &report)?;
         }
-        BenchCommand::Backfill { sizes, earlier } => {
-            bench::backfill(&config()?, &sizes, earlier.as_deref(), &mut out).await?;
+        BenchCommand::Backfill { sizes, earlier, limits } => {
+            bench::backfill(&config()?, &sizes, earlier.as_deref(), &limits, &mut out).await?;
         }
         BenchCommand::BackfillChild {
             base_url,

@@ -185,8 +185,9 @@ fn row_counts<const N: usize>(path: &Path, tables: [&str; N]) -> anyhow::Result<
 }
 
 /// The side by side at each size: the bare Appender, fdsync at its default
-/// and at `memory_limit_mb = 32`, and `earlier` (an older fdsync binary) at
-/// its own default and at 32. Every side reads one emulator process per size.
+/// and at each `memory_limit_mb` of `limits`, and `earlier` (an older fdsync
+/// binary) at its own default and at the same. Every side reads one emulator
+/// process per size.
 ///
 /// # Errors
 /// When a side fails, or an fdsync side holds other rows than the Appender read.
@@ -194,6 +195,7 @@ pub async fn backfill(
     config: &fdsync::config::Config,
     sizes: &[Size],
     earlier: Option<&Path>,
+    limits: &[u64],
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let this = std::env::current_exe()?;
@@ -229,7 +231,7 @@ pub async fn backfill(
         let appender_rows = row_counts(&appender_file, ["news_plain", "prices_plain"])?;
 
         for (name, binary) in &binaries {
-            for memory_limit_mb in [None, Some(32)] {
+            for memory_limit_mb in std::iter::once(None).chain(limits.iter().copied().map(Some)) {
                 let tag = format!("{name}-{}", memory_limit_mb.map_or("default".into(), |m| m.to_string()));
                 let warehouse = dir.join(format!("{tag}.duckdb"));
                 let config_file = dir.join(format!("{tag}.toml"));
