@@ -130,10 +130,10 @@ pub struct WarehouseConfig {
     pub release_when_idle_ms: u64,
     /// DuckDB's memory limit for the writer, in MiB: beyond it DuckDB spills
     /// to a temp folder beside the database instead of growing. At the
-    /// default the process peaks near 192 MiB backfilling 2,000 companies
-    /// and a million news items; 32 and 48 hold a backfill, but merges into
-    /// tables other routes fill ran out of memory there (BENCHMARKS.md,
-    /// "Fast and small at once").
+    /// default the process peaks near 194 MiB backfilling 2,000 companies
+    /// and a million news items; 20 (the least) and 32 hold that backfill in
+    /// 149 and 161 MiB, but merges into tables other routes fill ran out of
+    /// memory at 32 and 48 (BENCHMARKS.md, "Fast and small at once").
     #[serde(default = "default_memory_limit_mb")]
     pub memory_limit_mb: u64,
     /// DuckDB's worker threads for the writer. Its statements are small
@@ -447,8 +447,7 @@ impl Config {
         if self.warehouse.memory_limit_mb < MIN_MEMORY_LIMIT_MB {
             return Err(invalid(format!(
                 "warehouse.memory_limit_mb = {}: use {MIN_MEMORY_LIMIT_MB} or more; below it DuckDB runs out of \
-                 memory merging a run's rows into a large table (the default, {DEFAULT_MEMORY_LIMIT_MB}, is also \
-                 the fastest)",
+                 memory merging a run's rows into a large table (the default is {DEFAULT_MEMORY_LIMIT_MB})",
                 self.warehouse.memory_limit_mb
             )));
         }

@@ -211,7 +211,8 @@ impl DuckDbSink {
     }
 
     /// Whether a staged key is stored, looked up among the stored rows in the
-    /// staged keys' `range`.
+    /// staged keys' `range`, which is `None` only for a keyless table: one
+    /// without a probe.
     pub(super) fn any_staged_key_stored(
         &self,
         table: &TableDef,
