@@ -133,7 +133,7 @@ impl DuckDbSink {
     /// transaction was a bulk load ([`BULK_ROWS`]), and runs as it commits,
     /// instead of the WAL write, when a held transaction's rows go through
     /// the WAL ([`CHECKPOINT_ON_COMMIT_ROWS`]).
-    pub(super) fn commit_open(&self, held: &Held) -> Result<(), SinkError> {
+    pub(super) fn commit_open(&mut self, held: &Held) -> Result<(), SinkError> {
         let bulk = held.rows.values().sum::<usize>() >= BULK_ROWS;
         if bulk {
             self.conn
@@ -147,7 +147,11 @@ impl DuckDbSink {
                 .execute_batch(&set_checkpoint_threshold(0))
                 .map_err(sql_err("-", "checkpointing as the commit lands"))?;
         }
-        let committed = self.conn.execute_batch("COMMIT").map_err(sql_err("-", "commit"));
+        let committed = match self.conn.execute_batch("COMMIT") {
+            // The rows are in the WAL; attached again, DuckDB reads them from it.
+            Err(e) if super::durable_despite_checkpoint(&e.to_string()) => return self.reattach(),
+            result => result.map_err(sql_err("-", "commit")),
+        };
         if checkpoint_now {
             if let Err(e) = self
                 .conn
@@ -223,8 +227,15 @@ impl DuckDbSink {
     /// `e` from a transaction that also held `earlier` commits: explained,
     /// and those commits named in the log, since their callers were told
     /// they were loaded. Out of memory on a commit it could hold, the writer
-    /// stops holding.
+    /// stops holding; when DuckDB invalidated the database, the writer
+    /// attaches it again, so the next commit works.
     pub(super) fn rolled_back(&mut self, e: SinkError, earlier: usize, holding: bool) -> SinkError {
+        if let SinkError::Sql { source, .. } = &e
+            && super::invalidated(&source.to_string())
+            && let Err(reopening) = self.reattach()
+        {
+            tracing::error!(message = "Could not open the warehouse again.", error = %reopening);
+        }
         if earlier > 0 {
             tracing::warn!(
                 message = "A failed commit rolled back the commits held with it; the next run reads their pages again.",

@@ -48,11 +48,26 @@ pub struct DuckDbSink {
     holds_bulk_commits: bool,
     /// The `checkpoint_threshold` set ([`Settings::checkpoint_threshold_mb`]).
     checkpoint_threshold_mb: u64,
+    /// What the file was opened with, to open it again after DuckDB
+    /// invalidated it ([`DuckDbSink::reattach`]).
+    settings: Settings,
 }
 
 /// Quotes an identifier: several contract names (`at`, `date`, `type`) are keywords.
 pub fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Whether DuckDB's `message` says a failed checkpoint invalidated the
+/// database, which only attaching it again ends ([`DuckDbSink::reattach`]).
+pub(super) fn invalidated(message: &str) -> bool {
+    message.contains("has been invalidated") || message.contains("autocheckpoint failed")
+}
+
+/// Whether DuckDB's `message` says the `COMMIT` itself is durable and only
+/// the checkpoint after it failed.
+fn durable_despite_checkpoint(message: &str) -> bool {
+    message.contains("COMMIT succeeded and is durable")
 }
 
 /// Whether DuckDB refused to open a file because another process has it
@@ -201,7 +216,34 @@ impl DuckDbSink {
             held: None,
             holds_bulk_commits: settings.holds_bulk_commits(),
             checkpoint_threshold_mb: settings.checkpoint_threshold_mb(),
+            settings: settings.clone(),
         })
+    }
+
+    /// Opens the file again on a new connection. A checkpoint that fails
+    /// (DuckDB out of memory while compressing) leaves DuckDB's database
+    /// invalidated: every later statement fails until it is attached again,
+    /// so a daemon failed every commit until it was restarted. What was
+    /// committed is in the file and its WAL, which the new connection reads.
+    ///
+    /// # Errors
+    /// When the file cannot be opened again; the writer is then unusable.
+    pub(super) fn reattach(&mut self) -> Result<(), SinkError> {
+        // The old connection goes first, so nothing of this process holds the file.
+        let placeholder = Connection::open_in_memory().map_err(|e| SinkError::Open {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })?;
+        drop(std::mem::replace(&mut self.conn, placeholder));
+        let fresh = Self::reopen(&self.path, &self.settings)?;
+        self.conn = fresh.conn;
+        self.held = None;
+        self.rows_since_open = 0;
+        tracing::warn!(
+            message = "DuckDB invalidated the warehouse after a checkpoint failed; opened it again.",
+            path = %self.path.display()
+        );
+        Ok(())
     }
 
     /// Whether this connection has committed enough rows to be closed and

@@ -391,6 +391,53 @@ fn a_bulk_load_leaves_row_groups_for_the_next_small_commit_to_merge() {
     assert_eq!(commit_texts(2 * BULK_ROWS, 100), "1 row groups, 100 vacuum tasks");
 }
 
+/// A commit of S0001's bars on `days` that moves its checkpoint to `cursor`.
+fn price_commit(days: std::ops::Range<i64>, cursor: &str) -> Commit {
+    Commit {
+        batches: vec![price_days(days.map(|d| (d, 1.0)))],
+        checkpoints: vec![Checkpoint {
+            pipeline: "prices".into(),
+            partition: "S0001".into(),
+            cursor: cursor.into(),
+        }],
+    }
+}
+
+/// The bars stored at `path` and S0001's checkpoint.
+fn stored_prices(path: &Path) -> (i64, Option<String>) {
+    let sink = DuckDbSink::open(path, &Settings::default()).unwrap();
+    let rows: i64 = sink
+        .conn
+        .query_row("SELECT count(*) FROM prices_daily", [], |r| r.get(0))
+        .unwrap();
+    let cursor = sink.checkpoints("prices").unwrap().remove("S0001").map(|c| c.cursor);
+    (rows, cursor)
+}
+
+/// A checkpoint that fails as a commit lands (DuckDB out of memory while
+/// compressing; forced here by DuckDB's own switch for testing it) fails
+/// that commit and invalidates DuckDB's database. The writer attaches the
+/// file again, so what was committed before stays and later commits land.
+#[test]
+fn a_failed_checkpoint_keeps_the_commit_and_the_writer_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.duckdb");
+    let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+    sink.commit(price_commit(0..500, "a")).unwrap();
+    sink.conn
+        .execute_batch("SET debug_checkpoint_abort = 'before_header'; SET checkpoint_threshold = '0b'")
+        .unwrap();
+    let failed = sink.commit(price_commit(500..1000, "b")).unwrap_err().to_string();
+    assert!(failed.contains("invalidated"), "{failed}");
+    sink.commit(price_commit(1000..1500, "c")).unwrap();
+    drop(sink);
+    assert_eq!(
+        stored_prices(&path),
+        (1000, Some("c".to_owned())),
+        "the first and the last commit"
+    );
+}
+
 /// Held commits land together, with their checkpoints: a writer that
 /// stops before they land (a crash) leaves neither their rows nor their
 /// checkpoints, and one that lands them leaves both.
@@ -398,42 +445,25 @@ fn a_bulk_load_leaves_row_groups_for_the_next_small_commit_to_merge() {
 fn held_commits_land_together_or_not_at_all() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("w.duckdb");
-    let commit = |days: std::ops::Range<i64>, cursor: &str| Commit {
-        batches: vec![price_days(days.map(|d| (d, 1.0)))],
-        checkpoints: vec![Checkpoint {
-            pipeline: "prices".into(),
-            partition: "S0001".into(),
-            cursor: cursor.into(),
-        }],
-    };
-    let stored = |path: &Path| {
-        let sink = DuckDbSink::open(path, &Settings::default()).unwrap();
-        let rows: i64 = sink
-            .conn
-            .query_row("SELECT count(*) FROM prices_daily", [], |r| r.get(0))
-            .unwrap();
-        let cursor = sink.checkpoints("prices").unwrap().remove("S0001").map(|c| c.cursor);
-        (rows, cursor)
-    };
     let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
-    sink.commit_held(commit(0..2000, "a")).unwrap();
-    sink.commit_held(commit(2000..4000, "b")).unwrap();
+    sink.commit_held(price_commit(0..2000, "a")).unwrap();
+    sink.commit_held(price_commit(2000..4000, "b")).unwrap();
     assert_eq!(
         sink.held.as_ref().map(|h| (h.commits, h.checkpoints.len())),
         Some((2, 2)),
         "both held, their checkpoints loaded when they land"
     );
     drop(sink);
-    assert_eq!(stored(&path), (0, None), "a crash loses them whole");
+    assert_eq!(stored_prices(&path), (0, None), "a crash loses them whole");
 
     let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
-    sink.commit_held(commit(0..2000, "a")).unwrap();
-    sink.commit_held(commit(2000..4000, "b")).unwrap();
+    sink.commit_held(price_commit(0..2000, "a")).unwrap();
+    sink.commit_held(price_commit(2000..4000, "b")).unwrap();
     sink.commit_held_now().unwrap();
     assert!(sink.held.is_none());
     drop(sink);
     assert_eq!(
-        stored(&path),
+        stored_prices(&path),
         (4000, Some("b".to_owned())),
         "landed: rows and checkpoint"
     );
@@ -444,7 +474,7 @@ fn held_commits_land_together_or_not_at_all() {
         ..Settings::default()
     };
     let mut sink = DuckDbSink::open(&path, &small).unwrap();
-    sink.commit_held(commit(4000..6000, "c")).unwrap();
+    sink.commit_held(price_commit(4000..6000, "c")).unwrap();
     assert!(sink.held.is_none());
 }
 
