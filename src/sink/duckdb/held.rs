@@ -155,7 +155,7 @@ impl DuckDbSink {
         if checkpoint_now {
             if let Err(e) = self
                 .conn
-                .execute_batch(&set_checkpoint_threshold(self.checkpoint_threshold_mb))
+                .execute_batch(&set_checkpoint_threshold(self.settings.checkpoint_threshold_mb()))
             {
                 tracing::warn!(message = "Could not set the checkpoint threshold back.", error = %e);
             }

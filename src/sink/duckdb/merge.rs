@@ -94,12 +94,10 @@ pub(super) fn create_stage(table: &TableDef) -> String {
 pub(super) const SEQ_PARAM: &str = "CAST($1 AS BIGINT)";
 
 /// `alias`'s first key column between the staged keys' least and greatest,
-/// bound as parameters `$from` and `$from + 1`. No stored row outside it can
-/// match a staged key, and as constants at planning the bounds reach the
-/// table scan, which skips every row group whose statistics lie outside:
-/// without them each merge and probe read the whole key column, which made a
-/// backfill's probes grow with the table and a run that found nothing new
-/// read every stored bar (BENCHMARKS.md, "Fast and small at once").
+/// bound as parameters `$from` and `$from + 1`. No stored row outside can
+/// match a staged key; planned as constants, the bounds let the scan skip
+/// the row groups whose statistics lie outside, where each merge read the
+/// whole key column (BENCHMARKS.md, "Fast and small at once").
 fn key_range(table: &TableDef, alias: &str, from: usize) -> Option<String> {
     let (_, first) = key_columns(table).next()?;
     let ty = first.ty.sql();

@@ -38,18 +38,15 @@ pub struct DuckDbSink {
     merges: HashMap<&'static str, Merge>,
     /// The memory limit set, named when DuckDB runs out of it.
     memory_limit_mb: u64,
-    /// Rows staged since the file was opened, and how many call for a reopen
-    /// ([`DuckDbSink::wants_reopen`]).
+    /// Rows staged since the file was opened ([`DuckDbSink::wants_reopen`]).
     rows_since_open: usize,
-    reopen_after_rows: usize,
     /// Bulk commits loaded in a transaction left open ([`DuckDbSink::commit_held`]).
     held: Option<Held>,
     /// Whether bulk commits may be held: [`Settings::holds_bulk_commits`].
     holds_bulk_commits: bool,
-    /// The `checkpoint_threshold` set ([`Settings::checkpoint_threshold_mb`]).
-    checkpoint_threshold_mb: u64,
-    /// What the file was opened with, to open it again after DuckDB
-    /// invalidated it ([`DuckDbSink::reattach`]).
+    /// What the file was opened with: its checkpoint threshold, when to
+    /// reopen it, and how to open it again after DuckDB invalidated it
+    /// ([`DuckDbSink::reattach`]).
     settings: Settings,
 }
 
@@ -212,10 +209,8 @@ impl DuckDbSink {
             merges: HashMap::new(),
             memory_limit_mb: settings.memory_limit_mb.max(16),
             rows_since_open: 0,
-            reopen_after_rows: settings.reopen_after_rows,
             held: None,
             holds_bulk_commits: settings.holds_bulk_commits(),
-            checkpoint_threshold_mb: settings.checkpoint_threshold_mb(),
             settings: settings.clone(),
         })
     }
@@ -249,7 +244,7 @@ impl DuckDbSink {
     /// Whether this connection has committed enough rows to be closed and
     /// opened again ([`REOPEN_AFTER_ROWS`]).
     pub fn wants_reopen(&self) -> bool {
-        self.held.is_none() && self.rows_since_open >= self.reopen_after_rows
+        self.held.is_none() && self.rows_since_open >= self.settings.reopen_after_rows
     }
 
     /// Closes the file to open it again. Its closing checkpoint leaves row
