@@ -249,7 +249,7 @@ impl DuckDbSink {
             self.holds_bulk_commits = false;
             tracing::warn!(
                 message = "Out of memory while holding bulk commits; this writer no longer holds them.",
-                memory_limit_mb = self.memory_limit_mb
+                memory_limit_mb = self.settings.duckdb_memory_limit_mb()
             );
         }
         e
@@ -267,7 +267,7 @@ impl DuckDbSink {
             SinkError::OutOfMemory {
                 table,
                 context,
-                limit_mb: self.memory_limit_mb,
+                limit_mb: self.settings.duckdb_memory_limit_mb(),
                 message: first_line,
             }
         } else if message.contains("No space left on device") {

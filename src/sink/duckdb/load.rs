@@ -97,7 +97,7 @@ impl DuckDbSink {
     pub(super) fn slices(&self, table: &TableDef, batch: RecordBatch) -> Vec<RecordBatch> {
         let rows = batch.num_rows();
         let bytes = batch.get_array_memory_size().max(1);
-        let budget = usize::try_from(self.memory_limit_mb << 20).unwrap_or(usize::MAX) / 16;
+        let budget = usize::try_from(self.settings.duckdb_memory_limit_mb() << 20).unwrap_or(usize::MAX) / 16;
         let per_slice = (rows.saturating_mul(budget) / bytes).max(MIN_SLICE_ROWS);
         // Replace deletes what the whole batch no longer holds, and History and
         // AppendOnChange compare with what is stored: those see the batch whole.

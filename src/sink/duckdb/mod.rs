@@ -36,16 +36,15 @@ pub struct DuckDbSink {
     /// prepared. DuckDB 2 still plans it again at every execution, which is
     /// why a backfill commits several pages at once (BENCHMARKS.md, ingest).
     merges: HashMap<&'static str, Merge>,
-    /// The memory limit set, named when DuckDB runs out of it.
-    memory_limit_mb: u64,
     /// Rows staged since the file was opened ([`DuckDbSink::wants_reopen`]).
     rows_since_open: usize,
     /// Bulk commits loaded in a transaction left open ([`DuckDbSink::commit_held`]).
     held: Option<Held>,
     /// Whether bulk commits may be held: [`Settings::holds_bulk_commits`].
     holds_bulk_commits: bool,
-    /// What the file was opened with: its checkpoint threshold, when to
-    /// reopen it, and how to open it again after DuckDB invalidated it
+    /// What the file was opened with: its memory limit (named when DuckDB
+    /// runs out of it), checkpoint threshold, when to reopen it, and how to
+    /// open it again after DuckDB invalidated it
     /// ([`DuckDbSink::reattach`]).
     settings: Settings,
 }
@@ -195,7 +194,7 @@ impl DuckDbSink {
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.execute_batch(&format!(
             "SET memory_limit = '{}MiB'; SET threads = {}; {};",
-            settings.memory_limit_mb.max(16),
+            settings.duckdb_memory_limit_mb(),
             settings.threads.max(1),
             set_checkpoint_threshold(settings.checkpoint_threshold_mb())
         ))
@@ -207,7 +206,6 @@ impl DuckDbSink {
             conn,
             path: path.to_owned(),
             merges: HashMap::new(),
-            memory_limit_mb: settings.memory_limit_mb.max(16),
             rows_since_open: 0,
             held: None,
             holds_bulk_commits: settings.holds_bulk_commits(),

@@ -16,6 +16,13 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The memory limit DuckDB is given: the configured one (20 or more,
+    /// which the configuration checks), and 16 at least for settings made
+    /// in code.
+    pub fn duckdb_memory_limit_mb(&self) -> u64 {
+        self.memory_limit_mb.max(16)
+    }
+
     /// Whether bulk commits may be held in one transaction until it fills
     /// the warehouse's row groups ([`DuckDbSink::commit_held`](super::DuckDbSink::commit_held)):
     /// from [`HOLD_FROM_MB`] up. A held transaction writes its row groups to
