@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use chrono::Utc;
 
 use super::settings::{
-    BULK_ROWS, CHECKPOINT_ON_COMMIT_ROWS, HELD_ROW_GROUPS, PAUSE_MERGES, RESUME_MERGES, ROW_GROUP_ROWS,
-    SMALL_COMMIT_ROWS, set_checkpoint_threshold,
+    APPEND_FLUSH_BYTES, BULK_ROWS, CHECKPOINT_ON_COMMIT_ROWS, HELD_ROW_GROUPS, PAUSE_MERGES, RESUME_MERGES,
+    ROW_GROUP_ROWS, SMALL_COMMIT_ROWS, set_checkpoint_threshold,
 };
 use super::{DuckDbSink, REPLACED_LOG, sql_err};
 use crate::batch::{BatchBuilder, TableBatch};
@@ -134,6 +134,16 @@ impl DuckDbSink {
     /// instead of the WAL write, when a held transaction's rows go through
     /// the WAL ([`CHECKPOINT_ON_COMMIT_ROWS`]).
     pub(super) fn commit_open(&mut self, held: &Held) -> Result<(), SinkError> {
+        // A bulk load's row groups were written as they filled, save the
+        // last, which DuckDB spilled: under the whole limit, committing read
+        // it back into memory until the limit was full (BENCHMARKS.md, "Ninth
+        // session"). A smaller transaction may checkpoint as it commits, which
+        // needs the whole limit.
+        if held.most_rows() >= ROW_GROUP_ROWS {
+            self.limit_memory(self.settings.append_memory_limit_mb(APPEND_FLUSH_BYTES));
+        } else {
+            self.unlimit_memory();
+        }
         let bulk = held.rows.values().sum::<usize>() >= BULK_ROWS;
         if bulk {
             self.conn
@@ -230,6 +240,7 @@ impl DuckDbSink {
     /// stops holding; when DuckDB invalidated the database, the writer
     /// attaches it again, so the next commit works.
     pub(super) fn rolled_back(&mut self, e: SinkError, earlier: usize, holding: bool) -> SinkError {
+        self.unlimit_memory();
         if let SinkError::Sql { source, .. } = &e
             && super::invalidated(&source.to_string())
             && let Err(reopening) = self.reattach()

@@ -6,7 +6,7 @@ use arrow::record_batch::RecordBatch;
 use super::merge::{
     Merge, NewKeysOnly, create_stage, key_positions, keys_are_distinct, merge_statements, staged_key_range, staging,
 };
-use super::settings::{MIN_PROBE_ROWS, MIN_SLICE_ROWS};
+use super::settings::{APPEND_CHUNK_ROWS, APPEND_FLUSH_BYTES, MIN_PROBE_ROWS, MIN_SLICE_ROWS};
 use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, json_list, sql_err};
 use crate::batch::batch_err;
 use crate::sink::SinkError;
@@ -134,6 +134,7 @@ impl DuckDbSink {
         seq: i64,
         known_stored: bool,
     ) -> Result<u64, SinkError> {
+        self.unlimit_memory();
         let stage = staging(table);
         let staged_rows = batch.num_rows();
         let merge = &self.merges[table.name];
@@ -247,6 +248,12 @@ impl DuckDbSink {
     /// added over versions may hold them in another order.
     pub(super) fn append_new_rows(&self, table: &TableDef, batch: RecordBatch, seq: i64) -> Result<u64, SinkError> {
         let rows = batch.num_rows();
+        // Flushed a few MiB at a time: DuckDB's appender keeps what it was
+        // given outside its memory limit until a flush, then allocates it
+        // inside the limit, which here is lowered to leave room for one flush.
+        let row_bytes = (batch.get_array_memory_size() / rows.max(1)).max(1);
+        let per_flush = (APPEND_FLUSH_BYTES / row_bytes / APPEND_CHUNK_ROWS).max(1) * APPEND_CHUNK_ROWS;
+        self.limit_memory(self.settings.append_memory_limit_mb(per_flush.min(rows) * row_bytes));
         let mut fields: Vec<arrow::datatypes::FieldRef> = batch.schema().fields().iter().cloned().collect();
         fields.push(std::sync::Arc::new(arrow::datatypes::Field::new(
             COMMIT_SEQ,
@@ -262,10 +269,12 @@ impl DuckDbSink {
             .conn
             .appender_with_columns(table.name, &names)
             .map_err(sql_err(table.name, "opening the appender"))?;
-        appender
-            .append_record_batch(with_seq)
-            .map_err(sql_err(table.name, "appending new rows"))?;
-        appender.flush().map_err(sql_err(table.name, "appending new rows"))?;
+        for offset in (0..rows).step_by(per_flush) {
+            appender
+                .append_record_batch(with_seq.slice(offset, per_flush.min(rows - offset)))
+                .map_err(sql_err(table.name, "appending new rows"))?;
+            appender.flush().map_err(sql_err(table.name, "appending new rows"))?;
+        }
         tracing::trace!(message = "Appended.", table = table.name, rows);
         Ok(rows as u64)
     }

@@ -15,6 +15,7 @@ pub mod reset;
 mod schema;
 mod settings;
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -24,6 +25,7 @@ use self::held::Held;
 use self::merge::Merge;
 use self::settings::{
     DUCKDB_ROW_GROUP_ROWS, PAUSE_MERGES, ROW_GROUP_ROWS, STATEMENT_CACHE, WAREHOUSE_ALIAS, set_checkpoint_threshold,
+    set_memory_limit,
 };
 pub use self::settings::{REOPEN_AFTER_ROWS, Settings};
 use super::SinkError;
@@ -47,6 +49,10 @@ pub struct DuckDbSink {
     /// open it again after DuckDB invalidated it
     /// ([`DuckDbSink::reattach`]).
     settings: Settings,
+    /// The memory limit DuckDB has now: lowered while a held transaction
+    /// appends ([`Settings::append_memory_limit_mb`]), the whole one for
+    /// merges and commits ([`DuckDbSink::limit_memory`]).
+    memory_limit_now_mb: Cell<u64>,
 }
 
 /// Quotes an identifier: several contract names (`at`, `date`, `type`) are keywords.
@@ -193,8 +199,8 @@ impl DuckDbSink {
         let conn = attach_with_row_groups(path, row_group_rows, version).map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.execute_batch(&format!(
-            "SET memory_limit = '{}MiB'; SET threads = {}; {};",
-            settings.duckdb_memory_limit_mb(),
+            "{}; SET threads = {}; {};",
+            set_memory_limit(settings.duckdb_memory_limit_mb()),
             settings.threads.max(1),
             set_checkpoint_threshold(settings.checkpoint_threshold_mb())
         ))
@@ -210,6 +216,7 @@ impl DuckDbSink {
             held: None,
             holds_bulk_commits: settings.holds_bulk_commits(),
             settings: settings.clone(),
+            memory_limit_now_mb: Cell::new(settings.duckdb_memory_limit_mb()),
         })
     }
 
@@ -230,6 +237,7 @@ impl DuckDbSink {
         drop(std::mem::replace(&mut self.conn, placeholder));
         let fresh = Self::reopen(&self.path, &self.settings)?;
         self.conn = fresh.conn;
+        self.memory_limit_now_mb.set(fresh.memory_limit_now_mb.get());
         self.held = None;
         self.rows_since_open = 0;
         tracing::warn!(
@@ -237,6 +245,26 @@ impl DuckDbSink {
             path = %self.path.display()
         );
         Ok(())
+    }
+
+    /// Gives DuckDB a memory limit of `mb` MiB, if it has another. A limit
+    /// that cannot be set leaves the one it had: a lower one only saves
+    /// memory, and the whole one is set again before each merge and commit.
+    pub(super) fn limit_memory(&self, mb: u64) {
+        if self.memory_limit_now_mb.get() == mb {
+            return;
+        }
+        match self.conn.execute_batch(&set_memory_limit(mb)) {
+            Ok(()) => self.memory_limit_now_mb.set(mb),
+            Err(e) => {
+                tracing::debug!(message = "Could not set DuckDB's memory limit.", memory_limit_mb = mb, error = %e)
+            }
+        }
+    }
+
+    /// Gives DuckDB its whole memory limit back ([`DuckDbSink::limit_memory`]).
+    pub(super) fn unlimit_memory(&self) {
+        self.limit_memory(self.settings.duckdb_memory_limit_mb());
     }
 
     /// Whether this connection has committed enough rows to be closed and

@@ -33,6 +33,22 @@ impl Settings {
         self.memory_limit_mb >= HOLD_FROM_MB
     }
 
+    /// DuckDB's memory limit while it appends new rows, flushed `flush_bytes`
+    /// at a time, and while a bulk load commits: three eighths of the limit,
+    /// and twice a flush, which an append holds and cannot spill. Under the
+    /// whole limit DuckDB kept each table's last row group of a held
+    /// transaction uncompressed in memory until the limit was full, on top
+    /// of everything else the process holds (BENCHMARKS.md, "Ninth session").
+    pub fn append_memory_limit_mb(&self, flush_bytes: usize) -> u64 {
+        let limit = self.duckdb_memory_limit_mb();
+        let headroom = u64::try_from(flush_bytes.saturating_mul(2))
+            .unwrap_or(u64::MAX)
+            .div_ceil(1 << 20);
+        (limit * 3 / 8)
+            .saturating_add(headroom)
+            .clamp(HOLD_FROM_MB.min(limit), limit)
+    }
+
     /// The WAL size at which DuckDB checkpoints: half the memory limit from
     /// 64 MiB, since each checkpoint makes the next one compress a row group
     /// again; DuckDB's own 16 MiB down to 32, where more ran out of memory
@@ -120,6 +136,18 @@ pub(super) const HOLD_FROM_MB: u64 = 20;
 
 /// Prepared statements kept per connection: a few per table.
 pub(super) const STATEMENT_CACHE: usize = 256;
+
+/// Rows DuckDB appends at a time (its vector size).
+pub(super) const APPEND_CHUNK_ROWS: usize = 2_048;
+
+/// Bytes of Arrow rows an appender is given between two flushes, at most,
+/// in whole chunks of [`APPEND_CHUNK_ROWS`].
+pub(super) const APPEND_FLUSH_BYTES: usize = 4 << 20;
+
+/// The statement that sets DuckDB's `memory_limit` to `mb` MiB.
+pub(super) fn set_memory_limit(mb: u64) -> String {
+    format!("SET memory_limit = '{mb}MiB'")
+}
 
 /// The statement that sets DuckDB's `checkpoint_threshold` to `mb` MiB.
 pub(super) fn set_checkpoint_threshold(mb: u64) -> String {

@@ -517,8 +517,10 @@ fn a_held_batch_of_new_keys_is_appended_whole_at_the_default_limit() {
 fn a_writer_out_of_memory_while_holding_stops_holding() {
     let dir = tempfile::tempdir().unwrap();
     let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    // A repeated day takes the merge path, which runs under the limit the
+    // writer set; an append would set its own.
     let commit = |from: i64| Commit {
-        batches: vec![price_days((from..from + 100_000).map(|d| (d, 1.0)))],
+        batches: vec![price_days((from..from + 100_000).chain([from]).map(|d| (d, 1.0)))],
         checkpoints: Vec::new(),
     };
     sink.conn.execute_batch("SET memory_limit = '1MiB'").unwrap();
@@ -535,6 +537,51 @@ fn a_writer_out_of_memory_while_holding_stops_holding() {
     sink.commit_held(commit(0)).unwrap();
     assert!(sink.held.is_none(), "committed on its own");
     assert_eq!(stored(&sink), 100_000);
+}
+
+/// What DuckDB's memory limit is now, as it prints it.
+fn memory_limit(sink: &DuckDbSink) -> String {
+    sink.conn
+        .query_row("SELECT current_setting('memory_limit')", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// Appends in a held transaction run under part of the memory limit, so
+/// DuckDB spills the transaction's last row groups rather than keeping
+/// them until the whole limit is full; its commit and a merge get the
+/// whole limit back.
+#[test]
+fn held_appends_run_under_part_of_the_limit_and_commits_under_all_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    assert_eq!(memory_limit(&sink), "64.0 MiB");
+    sink.commit_held(Commit {
+        batches: vec![price_days((0..20_000).map(|d| (d, 1.0)))],
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    assert!(sink.held.is_some());
+    let lowered = memory_limit(&sink);
+    assert!(
+        ["2", "3"].iter().any(|d| lowered.starts_with(d)),
+        "appending under part of the limit: {lowered}"
+    );
+    // Days already stored merge.
+    sink.commit_held(Commit {
+        batches: vec![price_days((0..200).map(|d| (d, 2.0)))],
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    assert_eq!(sink.held.as_ref().map(|h| h.commits), Some(2));
+    assert_eq!(memory_limit(&sink), "64.0 MiB", "a merge runs under the whole limit");
+    sink.commit_held(Commit {
+        batches: vec![price_days((20_000..40_000).map(|d| (d, 1.0)))],
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    assert_ne!(memory_limit(&sink), "64.0 MiB");
+    sink.commit_held_now().unwrap();
+    assert_eq!(memory_limit(&sink), "64.0 MiB", "committed under the whole limit");
 }
 
 /// A held transaction commits once a table holds six row groups, and
@@ -557,6 +604,11 @@ fn held_commits_land_in_row_groups_no_checkpoint_merges() {
     assert_eq!(held_after(0), 1);
     assert_eq!(held_after(150_000), 2);
     assert_eq!(held_after(300_000), 0, "450,000 rows: six row groups and more");
+    assert_ne!(
+        memory_limit(&sink),
+        "64.0 MiB",
+        "a bulk load commits under part of the limit"
+    );
     sink.conn.execute_batch("FORCE CHECKPOINT").unwrap();
     assert_eq!(
         price_row_groups(&sink.conn),

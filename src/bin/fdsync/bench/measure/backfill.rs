@@ -77,8 +77,10 @@ fn measured(command: &mut Command, what: &str, log: &Path) -> anyhow::Result<Mea
     };
     let seconds = started.elapsed().as_secs_f64();
     if !status.success() {
+        // Its last line says why it failed; the warnings before it say what it did about it.
         let message = std::fs::read_to_string(log).unwrap_or_default();
-        return Err(failure(format!("{what} failed ({status}): {}", message.trim())));
+        let why = message.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+        return Err(failure(format!("{what} failed ({status}): {}", why.trim())));
     }
     Ok(Measured { seconds, peak_kib })
 }
