@@ -49,9 +49,9 @@ pub struct DuckDbSink {
     /// open it again after DuckDB invalidated it
     /// ([`DuckDbSink::reattach`]).
     settings: Settings,
-    /// The memory limit DuckDB has now: lowered while a held transaction
-    /// appends ([`Settings::append_memory_limit_mb`]), the whole one for
-    /// merges and commits ([`DuckDbSink::limit_memory`]).
+    /// The memory limit DuckDB has now: lowered while it appends and while a
+    /// bulk load commits ([`Settings::append_memory_limit_mb`]), the whole
+    /// one for merges and smaller commits ([`DuckDbSink::limit_memory`]).
     memory_limit_now_mb: Cell<u64>,
 }
 
@@ -249,7 +249,7 @@ impl DuckDbSink {
 
     /// Gives DuckDB a memory limit of `mb` MiB, if it has another. A limit
     /// that cannot be set leaves the one it had: a lower one only saves
-    /// memory, and the whole one is set again before each merge and commit.
+    /// memory, and the whole one is set again before each merge.
     pub(super) fn limit_memory(&self, mb: u64) {
         if self.memory_limit_now_mb.get() == mb {
             return;
