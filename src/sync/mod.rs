@@ -18,7 +18,7 @@ mod universe;
 mod windows;
 
 use chrono::NaiveDate;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 
 use crate::clock::Clock;
 use crate::config::{Config, ConfigError};
@@ -497,18 +497,27 @@ impl Syncer {
             .collect();
         // Requests run `concurrency` at a time, sharing one rate budget; their
         // results are committed one by one in member order.
-        let fetches = members.iter().map(|member| {
-            let path = pipeline.route.replace("{company}", &encode(&member.key));
-            let (route, partial) = match feed.query {
-                Some(query) => {
-                    let last = checkpoints
-                        .get(&member.key)
-                        .and_then(|c| c.cursor.parse::<NaiveDate>().ok());
-                    (format!("{path}?{}", query(last, today, &pipeline.params)), last)
-                }
-                None => (path, None),
-            };
-            let key = member.key.clone();
+        let requests: Vec<(String, String, Option<NaiveDate>)> = members
+            .iter()
+            .map(|member| {
+                let path = pipeline.route.replace("{company}", &encode(&member.key));
+                let (route, partial) = match feed.query {
+                    Some(query) => {
+                        let last = checkpoints
+                            .get(&member.key)
+                            .and_then(|c| c.cursor.parse::<NaiveDate>().ok());
+                        (format!("{path}?{}", query(last, today, &pipeline.params)), last)
+                    }
+                    None => (path, None),
+                };
+                (member.key.clone(), route, partial)
+            })
+            .collect();
+        // Each request's future is made when its turn comes: made up front, two
+        // thousand companies' futures held 10 MiB until the last was committed
+        // (BENCHMARKS.md, "Tenth session"). Boxed, the run future is proven
+        // Send over the lazy adapter (rust-lang/rust#102211).
+        let fetch = move |(key, route, partial): (String, String, Option<NaiveDate>)| {
             async move {
                 let fetched = self
                     .client
@@ -520,15 +529,13 @@ impl Syncer {
                     .await;
                 (key, partial, fetched)
             }
-        });
-        // Collected before buffering: over a lazy `map` adapter the run future
-        // cannot be proven Send, and the daemon spawns it (rust-lang/rust#102211).
-        let fetches = fetches.collect::<Vec<_>>();
+            .boxed()
+        };
         let concurrency = self.config.upstream.concurrency;
         let absent_on_404 = feed.absent_on_404;
         self.commit_as_fetched(run_id, progress, self.policy().company_group, |done| async move {
             let mut noted = Progress::default();
-            let mut results = futures::stream::iter(fetches).buffered(concurrency);
+            let mut results = futures::stream::iter(requests).map(fetch).buffered(concurrency);
             while let Some((key, partial, fetched)) = results.next().await {
                 let ready = if absent_on_404 && let Err(UpstreamError::NotFound { .. }) = &fetched {
                     let checkpoint = Checkpoint {

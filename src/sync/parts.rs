@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{Duration, NaiveDate};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 
 use super::{FetchedTx, Member, Progress, SyncError, Syncer, found, goes_on, send_fetched};
 use crate::feeds::{Document, DocumentParts, Part};
@@ -138,7 +138,7 @@ impl Syncer {
         done: &FetchedTx,
     ) -> Result<bool, SyncError> {
         let read_part = feed.read_part;
-        let fetches = wanted.into_iter().map(|(company, id, _, part)| {
+        let fetch = |(company, id, _, part): WantedPart| {
             let route = part_route
                 .replace("{company}", &encode(&company))
                 .replace("{accession}", &encode(&id))
@@ -157,9 +157,12 @@ impl Syncer {
                     .await;
                 Some(fetched)
             }
-        });
-        // Collected first: see `run_per_company`.
-        let mut results = futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
+            .boxed()
+        };
+        // Each made when its turn comes: see `run_per_company`.
+        let mut results = futures::stream::iter(wanted)
+            .map(fetch)
+            .buffered(self.config.upstream.concurrency);
         while let Some(fetched) = results.next().await {
             let Some(fetched) = fetched else {
                 progress.backfill_paused = true;

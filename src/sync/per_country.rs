@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 
 use super::{FetchedTx, Progress, SyncError, Syncer, found, goes_on, send_fetched, upstream_error};
 use crate::feeds::{Listed, PerCountry};
@@ -93,7 +93,7 @@ impl Syncer {
         }
         let partition = |key: &str| format!("{country}:{key}");
         let entries = planner::stalest_first(entries, |e| checkpoints.get(&partition(&e.key)).map(|c| c.updated_at));
-        let fetches = entries.into_iter().map(|listed: Listed| {
+        let fetch = |listed: Listed| {
             let route = series_route
                 .replace("{country}", &encode(country))
                 .replace("{series}", &encode(&listed.key));
@@ -108,9 +108,12 @@ impl Syncer {
                     .await;
                 (listed.key, fetched)
             }
-        });
-        // Collected first: see `run_per_company`.
-        let mut results = futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
+            .boxed()
+        };
+        // Each made when its turn comes: see `run_per_company`.
+        let mut results = futures::stream::iter(entries)
+            .map(fetch)
+            .buffered(self.config.upstream.concurrency);
         while let Some((key, fetched)) = results.next().await {
             let Some((rows, cursor)) = found(fetched, progress)? else {
                 continue;

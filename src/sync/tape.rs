@@ -220,16 +220,26 @@ impl Syncer {
                         std::cmp::Reverse(cursor.reached.unwrap_or(DateTime::<Utc>::MAX_UTC))
                     });
                 }
-                let reads = tapes.into_iter().map(|(tape, mut cursor)| async move {
-                    let mut own = Progress::default();
-                    let result = self.sync_tape(&tape, run_id, &mut cursor, pass, &mut own, done).await;
-                    (tape, cursor, own, result)
-                });
-                // Collected first: see `run_per_company`.
-                let mut results = futures::stream::iter(reads.collect::<Vec<_>>()).buffer_unordered(concurrency);
+                // Each tape's read is made when its turn comes, as in
+                // `run_per_company`; by hand, as a lazy adapter over these
+                // borrowed tapes could not be proven Send (rust-lang/rust#102211).
+                let mut waiting = tapes.into_iter();
+                let mut reading = futures::stream::FuturesUnordered::new();
                 let mut read = Vec::new();
                 let mut stop = false;
-                while let Some((tape, cursor, own, result)) = results.next().await {
+                loop {
+                    while reading.len() < concurrency.max(1)
+                        && let Some((tape, mut cursor)) = waiting.next()
+                    {
+                        reading.push(async move {
+                            let mut own = Progress::default();
+                            let result = self.sync_tape(&tape, run_id, &mut cursor, pass, &mut own, done).await;
+                            (tape, cursor, own, result)
+                        });
+                    }
+                    let Some((tape, cursor, own, result)) = reading.next().await else {
+                        break;
+                    };
                     noted.absorb(own);
                     if !goes_on(done, result).await {
                         stop = true;

@@ -3,7 +3,7 @@
 //! configured companies that is not stored yet, each asked once.
 
 use chrono::Duration;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 
 use super::{Member, Progress, SyncError, Syncer, upstream_error};
 use crate::feeds::ParentTexts;
@@ -34,7 +34,7 @@ impl Syncer {
             .call(move |s| s.missing_parts(parent, parts, texts, &keys, since))
             .await??;
         let read = feed.read;
-        let fetches = missing.into_iter().map(|(company, id, part)| {
+        let fetch = |(company, id, part): (String, String, String)| {
             let path = pipeline
                 .route
                 .replace("{company}", &encode(&company))
@@ -87,9 +87,12 @@ impl Syncer {
                 }
                 (rows, listed, problems, Ok(false))
             }
-        });
-        // Collected first: see `run_per_company`.
-        let mut results = futures::stream::iter(fetches.collect::<Vec<_>>()).buffered(self.config.upstream.concurrency);
+            .boxed()
+        };
+        // Each made when its turn comes: see `run_per_company`.
+        let mut results = futures::stream::iter(missing)
+            .map(fetch)
+            .buffered(self.config.upstream.concurrency);
         while let Some((rows, listed, problems, result)) = results.next().await {
             if !listed.is_empty() {
                 tracing::info!(message = "Document listed its coded parts; fetched each.", parts = ?listed);

@@ -177,6 +177,9 @@ impl DuckDbSink {
                 tracing::warn!(message = "Could not resume row-group merges.", error = %e);
             }
         }
+        if committed.is_ok() && held.most_rows() < ROW_GROUP_ROWS {
+            self.trim_cache();
+        }
         committed
     }
 

@@ -181,6 +181,47 @@ fn held_commits_land_in_row_groups_no_checkpoint_merges() {
     );
 }
 
+/// A small commit leaves DuckDB no more cached than the appends' lowered
+/// limit, and the whole limit for what comes next: what earlier statements
+/// read is not carried through a run of small commits.
+#[test]
+fn a_small_commit_trims_what_duckdb_keeps_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    sink.conn
+        .execute_batch(
+            "CREATE TABLE wide AS SELECT md5(i::VARCHAR) || md5((i + 1)::VARCHAR) AS s FROM range(1500000) t(i); \
+             CHECKPOINT;",
+        )
+        .unwrap();
+    let cached_mib = |sink: &DuckDbSink| -> i64 {
+        sink.conn
+            .query_row(
+                "SELECT sum(memory_usage_bytes)::BIGINT >> 20 FROM duckdb_memory()",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let _: String = sink
+        .conn
+        .query_row("SELECT max(s) FROM wide", [], |r| r.get(0))
+        .unwrap();
+    let lowered = Settings::default().append_memory_limit_mb(APPEND_FLUSH_BYTES) as i64;
+    assert!(
+        cached_mib(&sink) > lowered,
+        "the scan filled the cache: {} MiB",
+        cached_mib(&sink)
+    );
+    sink.commit(Commit {
+        batches: vec![price_days((0..10).map(|d| (d, 1.0)))],
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    assert!(cached_mib(&sink) <= lowered, "trimmed: {} MiB", cached_mib(&sink));
+    assert_eq!(memory_limit(&sink), "64.0 MiB");
+}
+
 #[test]
 fn the_checkpoint_threshold_follows_the_memory_limit() {
     let dir = tempfile::tempdir().unwrap();
