@@ -139,7 +139,8 @@ impl DuckDbSink {
         // it back into memory until the limit was full (BENCHMARKS.md, "Ninth
         // session"). A smaller transaction may checkpoint as it commits, which
         // needs the whole limit.
-        if held.most_rows() >= ROW_GROUP_ROWS {
+        let fills_row_groups = held.most_rows() >= ROW_GROUP_ROWS;
+        if fills_row_groups {
             self.limit_memory(self.settings.append_memory_limit_mb(APPEND_FLUSH_BYTES));
         } else {
             self.unlimit_memory();
@@ -162,13 +163,12 @@ impl DuckDbSink {
             Err(e) if super::durable_despite_checkpoint(&e.to_string()) => return self.reattach(),
             result => result.map_err(sql_err("-", "commit")),
         };
-        if checkpoint_now {
-            if let Err(e) = self
+        if checkpoint_now
+            && let Err(e) = self
                 .conn
                 .execute_batch(&set_checkpoint_threshold(self.settings.checkpoint_threshold_mb()))
-            {
-                tracing::warn!(message = "Could not set the checkpoint threshold back.", error = %e);
-            }
+        {
+            tracing::warn!(message = "Could not set the checkpoint threshold back.", error = %e);
         }
         if bulk {
             // Back to DuckDB's default, so the next checkpoint of small
@@ -177,7 +177,7 @@ impl DuckDbSink {
                 tracing::warn!(message = "Could not resume row-group merges.", error = %e);
             }
         }
-        if committed.is_ok() && held.most_rows() < ROW_GROUP_ROWS {
+        if committed.is_ok() && !fills_row_groups {
             self.trim_cache();
         }
         committed
