@@ -144,6 +144,12 @@ pub(super) const APPEND_CHUNK_ROWS: usize = 2_048;
 /// in whole chunks of [`APPEND_CHUNK_ROWS`].
 pub(super) const APPEND_FLUSH_BYTES: usize = 4 << 20;
 
+/// What DuckDB may keep cached after a commit smaller than a row group, in
+/// MiB. A later merge reads the blocks it dropped again, from the system's
+/// page cache: a few percent of a backfill's wall, for a fifth of a
+/// no-change run's peak (BENCHMARKS.md, "Tenth session").
+pub(super) const CACHED_AFTER_SMALL_COMMIT_MB: u64 = 4;
+
 /// The statement that sets DuckDB's `memory_limit` to `mb` MiB.
 pub(super) fn set_memory_limit(mb: u64) -> String {
     format!("SET memory_limit = '{mb}MiB'")
