@@ -268,12 +268,12 @@ impl DuckDbSink {
     }
 
     /// Drops what DuckDB keeps cached beyond
-    /// [`settings::CACHED_AFTER_SMALL_COMMIT_MB`]
-    /// and gives it the whole limit back. DuckDB kept the stored rows each
-    /// small commit's merges read until the whole limit was full, so a run
-    /// that found little new held as much as a backfill; merging under a
-    /// lower limit instead ran out of memory where a merge's join read a wide
-    /// range of a table (BENCHMARKS.md, "Tenth session").
+    /// [`settings::CACHED_AFTER_SMALL_COMMIT_MB`] and gives it the whole
+    /// limit back. DuckDB kept the stored rows each small commit's merges read
+    /// until the whole limit was full, so a run that found little new held as
+    /// much as a backfill; merging under a lower limit instead ran out of
+    /// memory where a merge's join read a wide range of a table
+    /// (BENCHMARKS.md, "Tenth session").
     pub(super) fn trim_cache(&self) {
         self.limit_memory(settings::CACHED_AFTER_SMALL_COMMIT_MB);
         self.unlimit_memory();
