@@ -70,7 +70,8 @@ pub(super) fn keys_are_distinct(table: &TableDef, keys: &RecordBatch) -> Result<
     let rows = converter
         .convert_columns(keys.columns())
         .map_err(batch_err(table.name))?;
-    let mut seen = std::collections::HashSet::with_capacity(rows.num_rows());
+    let mut seen =
+        std::collections::HashSet::with_capacity_and_hasher(rows.num_rows(), foldhash::fast::RandomState::default());
     Ok(rows.iter().all(|row| seen.insert(row)))
 }
 
