@@ -105,7 +105,10 @@ pub struct TableDef {
     pub lake_partition: Option<LakePartition>,
     /// Whether `raw` is stored with ZSTD: for long JSON records, on which
     /// DuckDB's own choice is slow and large (BENCHMARKS.md, "Stored
-    /// compression of raw"). Fixed when the column is created.
+    /// compression of raw"), and for distinct records of a few hundred bytes
+    /// that fill row groups, whose dictionary analysis holds a copy of the
+    /// whole column in memory (BENCHMARKS.md, "Twelfth session"). Fixed when
+    /// the column is created.
     pub zstd_raw: bool,
 }
 

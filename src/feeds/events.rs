@@ -65,6 +65,7 @@ table! {
     load: LoadRule::Upsert,
     keep_stored: &["symbol", "name", "headline"],
     lake_partition: Some(LakePartition::Year("filing_date")),
+    zstd_raw: true,
 }
 
 table! {

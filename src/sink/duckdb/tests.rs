@@ -196,6 +196,69 @@ fn news_raw_records_are_stored_with_zstd_and_price_bars_with_duckdbs_choice() {
     assert_ne!(raw_compression("prices_daily"), "ZSTD");
 }
 
+/// A row group of filings, each with its own `raw` record, appended at the
+/// least memory limit. Before the events table's `raw` was created with ZSTD,
+/// this ran out of memory every time: DuckDB's dictionary analysis of a row
+/// group keeps a copy of every distinct string of the column until the
+/// analysis ends (BENCHMARKS.md, "Twelfth session").
+#[test]
+fn a_row_group_of_distinct_filing_records_appends_at_the_least_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        memory_limit_mb: HOLD_FROM_MB,
+        ..Settings::default()
+    };
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &settings).unwrap();
+    let table = feeds::table("events").unwrap();
+    let mut b = BatchBuilder::new(table, "run-1", Utc::now());
+    let filed = NaiveDate::from_ymd_opt(2024, 3, 1).unwrap();
+    let accepted = Utc::now();
+    let filings = ROW_GROUP_ROWS + ROW_GROUP_ROWS / 6;
+    for n in 0..filings {
+        let accession = format!("{:010}-24-{n:06}", n % 997);
+        let company = format!("S{:04}", n % 997);
+        let headline = format!("Company {company} files an 8-K, number {n}");
+        let raw = format!(
+            r#"{{"accession":"{accession}","cik":"{:010}","symbol":"{company}","name":"Company {company}",
+            "family":"8-K","items":["2.02","9.01"],"filingDate":"2024-03-01","acceptedAt":"{}","headline":"{headline}"}}"#,
+            n % 997,
+            accepted.to_rfc3339()
+        );
+        b.row()
+            .text(Some(&accession))
+            .text(Some(&company))
+            .text(Some(&format!("{:010}", n % 997)))
+            .text(Some(&company))
+            .text(Some(&format!("Company {company}")))
+            .text(Some("8-K"))
+            .text_list(["2.02", "9.01"])
+            .date(Some(filed))
+            .timestamp(Some(accepted))
+            .text(Some(&headline))
+            .end(&raw, "/api/v1/events");
+    }
+    sink.commit(Commit {
+        batches: vec![TableBatch::build(b).unwrap()],
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    let stored: i64 = sink
+        .conn
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, filings as i64);
+    let compression: String = sink
+        .conn
+        .query_row(
+            "SELECT string_agg(DISTINCT compression, ', ') FROM pragma_storage_info('events') \
+             WHERE column_name = 'raw' AND segment_type <> 'VALIDITY'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(compression, "ZSTD");
+}
+
 /// `prices_daily` as an earlier version made it: its columns in another
 /// order, its key declared.
 const OLDER_PRICES_DAILY: &str = "CREATE TABLE prices_daily (_commit_seq BIGINT, raw JSON, close DOUBLE, \
