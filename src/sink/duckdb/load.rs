@@ -1,7 +1,6 @@
 //! Loading one table's batch: sliced to the memory limit, staged, then
 //! merged by its load rule; a batch of new keys is appended directly.
 
-use arrow::array::{Array, AsArray};
 use arrow::record_batch::RecordBatch;
 
 use super::merge::{
@@ -80,13 +79,6 @@ impl DuckDbSink {
         let keys = batch.project(&key_positions(table)).map_err(batch_err(table.name))?;
         if !keys_are_distinct(table, &keys)? {
             return Ok(AllNew::NotProbed);
-        }
-        // A backfill's batch (a group of companies, a page of older items)
-        // usually lies beside what is stored: then no key needs staging.
-        if let Some(range) = first_key_range(&keys)
-            && !self.any_stored_in_range(table, &new_keys_only.any_stored_in_range, &range)?
-        {
-            return self.append_new_rows(table, batch.clone(), seq).map(AllNew::Appended);
         }
         self.stage(table, &new_keys_only.create_key_stage, keys)?;
         let range = self.staged_key_range(table, merge.staged_key_range.as_deref())?;
@@ -237,15 +229,6 @@ impl DuckDbSink {
             .map_err(sql_err(table.name, "looking up the staged keys"))
     }
 
-    /// Whether a stored row of `table` lies in `range` of its first key
-    /// column, by its `query` ([`NewKeysOnly::any_stored_in_range`]).
-    fn any_stored_in_range(&self, table: &TableDef, query: &str, range: &(String, String)) -> Result<bool, SinkError> {
-        self.conn
-            .prepare_cached(query)
-            .and_then(|mut s| s.query_row([&range.0, &range.1], |r| r.get(0)))
-            .map_err(sql_err(table.name, "looking up the batch's key range"))
-    }
-
     /// The least and greatest staged value of `table`'s first key column, by
     /// its `query` ([`Merge::staged_key_range`]); `None` for a keyless table.
     /// Both are `None` when no staged key has a value, which no stored row
@@ -295,16 +278,4 @@ impl DuckDbSink {
         tracing::trace!(message = "Appended.", table = table.name, rows);
         Ok(rows as u64)
     }
-}
-
-/// The least and greatest value of the first column of `keys`, when it is
-/// text without nulls: DuckDB orders text by its bytes, as Rust does.
-fn first_key_range(keys: &RecordBatch) -> Option<(String, String)> {
-    let column = keys.columns().first()?.as_string_opt::<i32>()?;
-    if column.null_count() > 0 {
-        return None;
-    }
-    let least = arrow::compute::min_string(column)?;
-    let greatest = arrow::compute::max_string(column)?;
-    Some((least.to_owned(), greatest.to_owned()))
 }

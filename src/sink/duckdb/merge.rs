@@ -39,9 +39,6 @@ pub(super) struct NewKeysOnly {
     /// Creates the staging table anew with only the key's columns: what the
     /// probe reads when the rows themselves may go straight into the table.
     pub(super) create_key_stage: String,
-    /// One boolean row: true when a stored row lies in a range of the first
-    /// key column, bound as text. Most row groups' statistics answer it.
-    pub(super) any_stored_in_range: String,
 }
 
 pub(super) fn staging(table: &TableDef) -> String {
@@ -168,10 +165,6 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<String>, Option<NewKeys
                 .collect();
             format!("CREATE OR REPLACE TEMP TABLE {stage} ({})", key_cols.join(", "))
         },
-        any_stored_in_range: format!(
-            "SELECT EXISTS (SELECT 1 FROM {target} WHERE {})",
-            key_range(table, "", 1).unwrap_or_else(|| "true".into())
-        ),
     };
     // The stored rows a staged key can match: those in the staged keys' range.
     let in_range = |alias: &str| key_range(table, alias, 2).unwrap_or_else(|| "true".into());
