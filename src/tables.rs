@@ -103,13 +103,13 @@ pub struct TableDef {
     /// How the lake splits the table into hive partitions; `None` for tables
     /// small enough to be one partition.
     pub lake_partition: Option<LakePartition>,
-    /// Whether `raw` is stored with ZSTD: for long JSON records, on which
-    /// DuckDB's own choice is slow and large (BENCHMARKS.md, "Stored
-    /// compression of raw"), and for distinct records of a few hundred bytes
-    /// that fill row groups, whose dictionary analysis holds a copy of the
-    /// whole column in memory (BENCHMARKS.md, "Twelfth session"). Fixed when
-    /// the column is created.
-    pub zstd_raw: bool,
+    /// Columns stored with ZSTD (`raw` is one of every table's): long JSON
+    /// records, on which DuckDB's own choice is slow and large (BENCHMARKS.md,
+    /// "Stored compression of raw"), and distinct strings of a few hundred
+    /// bytes that fill row groups, whose dictionary analysis holds a copy of
+    /// the whole column in memory (BENCHMARKS.md, "Twelfth session"). Fixed
+    /// when the column is created.
+    pub zstd: &'static [&'static str],
 }
 
 /// A lake partition: the year (`year`, an integer) or month (`month`, text
@@ -190,6 +190,6 @@ impl TableDef {
         keep_stored: &[],
         newer_by: None,
         lake_partition: None,
-        zstd_raw: false,
+        zstd: &[],
     };
 }

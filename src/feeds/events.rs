@@ -65,7 +65,7 @@ table! {
     load: LoadRule::Upsert,
     keep_stored: &["symbol", "name", "headline"],
     lake_partition: Some(LakePartition::Year("filing_date")),
-    zstd_raw: true,
+    zstd: &["raw"],
 }
 
 table! {
@@ -78,6 +78,7 @@ table! {
     }
     key: &["accession", "item"],
     load: LoadRule::InsertOnce,
+    zstd: &["text", "raw"],
 }
 
 /// Where events are stored, for the queries that size and steer requests.

@@ -69,6 +69,7 @@ table! {
     }
     key: &["accession", "section_key"],
     load: LoadRule::InsertOnce,
+    zstd: &["text", "raw"],
 }
 
 pub static FEED: Feed = Feed {

@@ -293,6 +293,9 @@ mod tests {
                 "{}",
                 t.name
             );
+            for c in t.zstd {
+                assert!(t.all_columns().any(|k| k.name == *c), "{}: zstd {c}", t.name);
+            }
             for c in t.keep_stored.iter().chain(t.newer_by.iter()) {
                 assert!(
                     t.columns.iter().any(|k| k.name == *c && !t.key.contains(c)),

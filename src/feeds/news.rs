@@ -136,7 +136,7 @@ table! {
     keep_stored: &["snippet", "body", "url", "form"],
     newer_by: Some("updated_at"),
     lake_partition: Some(LakePartition::Month("published_at")),
-    zstd_raw: true,
+    zstd: &["raw"],
 }
 
 table! {
@@ -149,7 +149,7 @@ table! {
     key: &["id", "updated_at"],
     load: LoadRule::Append,
     lake_partition: Some(LakePartition::Month("updated_at")),
-    zstd_raw: true,
+    zstd: &["raw"],
 }
 
 table! {

@@ -44,7 +44,7 @@ impl DuckDbSink {
                 .all_columns()
                 .map(|c| {
                     let not_null = if table.key.contains(&c.name) { " NOT NULL" } else { "" };
-                    let compression = if c.name == "raw" && table.zstd_raw {
+                    let compression = if table.zstd.contains(&c.name) {
                         " USING COMPRESSION zstd"
                     } else {
                         ""

@@ -259,6 +259,38 @@ fn a_row_group_of_distinct_filing_records_appends_at_the_least_memory_limit() {
     assert_eq!(compression, "ZSTD");
 }
 
+/// A row group of distinct item texts of a few hundred bytes, appended at
+/// the least memory limit: stored with ZSTD, as `events.raw` is, for the same
+/// reason (the test above).
+#[test]
+fn a_row_group_of_distinct_item_texts_appends_at_the_least_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        memory_limit_mb: HOLD_FROM_MB,
+        ..Settings::default()
+    };
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &settings).unwrap();
+    let texts: Vec<String> = (0..ROW_GROUP_ROWS + ROW_GROUP_ROWS / 6)
+        .map(|n| {
+            format!(
+                "Item {n:08}. {}",
+                "The company entered into a material agreement. ".repeat(6)
+            )
+        })
+        .collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    sink.commit(Commit {
+        batches: vec![text_rows_keyed(&texts, false)],
+        checkpoints: Vec::new(),
+    })
+    .unwrap();
+    let stored: i64 = sink
+        .conn
+        .query_row("SELECT count(DISTINCT text) FROM event_item_texts", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, texts.len() as i64);
+}
+
 /// `prices_daily` as an earlier version made it: its columns in another
 /// order, its key declared.
 const OLDER_PRICES_DAILY: &str = "CREATE TABLE prices_daily (_commit_seq BIGINT, raw JSON, close DOUBLE, \
