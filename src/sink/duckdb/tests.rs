@@ -196,6 +196,15 @@ fn news_raw_records_are_stored_with_zstd_and_price_bars_with_duckdbs_choice() {
     assert_ne!(raw_compression("prices_daily"), "ZSTD");
 }
 
+/// A warehouse in `dir` whose writer has the least memory limit there is.
+fn sink_at_the_least_limit(dir: &Path) -> DuckDbSink {
+    let settings = Settings {
+        memory_limit_mb: HOLD_FROM_MB,
+        ..Settings::default()
+    };
+    DuckDbSink::open(&dir.join("w.duckdb"), &settings).unwrap()
+}
+
 /// A row group of filings, each with its own `raw` record, appended at the
 /// least memory limit. Before the events table's `raw` was created with ZSTD,
 /// this ran out of memory every time: DuckDB's dictionary analysis of a row
@@ -204,11 +213,7 @@ fn news_raw_records_are_stored_with_zstd_and_price_bars_with_duckdbs_choice() {
 #[test]
 fn a_row_group_of_distinct_filing_records_appends_at_the_least_memory_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let settings = Settings {
-        memory_limit_mb: HOLD_FROM_MB,
-        ..Settings::default()
-    };
-    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &settings).unwrap();
+    let mut sink = sink_at_the_least_limit(dir.path());
     let table = feeds::table("events").unwrap();
     let mut b = BatchBuilder::new(table, "run-1", Utc::now());
     let filed = NaiveDate::from_ymd_opt(2024, 3, 1).unwrap();
@@ -265,11 +270,7 @@ fn a_row_group_of_distinct_filing_records_appends_at_the_least_memory_limit() {
 #[test]
 fn a_row_group_of_distinct_item_texts_appends_at_the_least_memory_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let settings = Settings {
-        memory_limit_mb: HOLD_FROM_MB,
-        ..Settings::default()
-    };
-    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &settings).unwrap();
+    let mut sink = sink_at_the_least_limit(dir.path());
     let texts: Vec<String> = (0..ROW_GROUP_ROWS + ROW_GROUP_ROWS / 6)
         .map(|n| {
             format!(
