@@ -179,21 +179,23 @@ fn news_raw_records_are_stored_with_zstd_and_price_bars_with_duckdbs_choice() {
     })
     .unwrap();
     sink.conn.execute_batch("CHECKPOINT").unwrap();
-    let raw_compression = |table: &str| -> String {
-        sink.conn
-            .query_row(
-                &format!(
-                    "SELECT string_agg(DISTINCT compression, ', ' ORDER BY compression) FROM pragma_storage_info('{table}') \
-                     WHERE column_name = 'raw' AND segment_type <> 'VALIDITY'"
-                ),
-                [],
-                |r| r.get(0),
-            )
-            .unwrap()
-    };
+    let raw_compression = |table: &str| raw_compression(&sink.conn, table);
     assert_eq!(raw_compression("news_items"), "ZSTD");
     assert_eq!(raw_compression("news_headline_revisions"), "ZSTD");
     assert_ne!(raw_compression("prices_daily"), "ZSTD");
+}
+
+/// The compressions `table`'s `raw` column is stored with, in order.
+fn raw_compression(conn: &Connection, table: &str) -> String {
+    conn.query_row(
+        &format!(
+            "SELECT string_agg(DISTINCT compression, ', ' ORDER BY compression) FROM pragma_storage_info('{table}') \
+             WHERE column_name = 'raw' AND segment_type <> 'VALIDITY'"
+        ),
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
 }
 
 /// A warehouse in `dir` whose writer has the least memory limit there is.
@@ -252,16 +254,7 @@ fn a_row_group_of_distinct_filing_records_appends_at_the_least_memory_limit() {
         .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
         .unwrap();
     assert_eq!(stored, filings as i64);
-    let compression: String = sink
-        .conn
-        .query_row(
-            "SELECT string_agg(DISTINCT compression, ', ') FROM pragma_storage_info('events') \
-             WHERE column_name = 'raw' AND segment_type <> 'VALIDITY'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(compression, "ZSTD");
+    assert_eq!(raw_compression(&sink.conn, "events"), "ZSTD");
 }
 
 /// A row group of distinct item texts of a few hundred bytes, appended at
