@@ -1103,8 +1103,13 @@ async fn a_commit_failing_while_the_fetching_waits_ends_the_run() {
     let companies: Vec<&str> = generated.iter().map(String::as_str).collect();
     // The least memory limit commits the fewest companies at once and keeps
     // the fewest rows fetched ahead, so the fetching soon waits.
-    let text = config_text(&emulator.base_url(), &warehouse, &companies)
-        .replace("[warehouse]\n", "[warehouse]\nmemory_limit_mb = 20\n");
+    let text = config_text(&emulator.base_url(), &warehouse, &companies).replace(
+        "[warehouse]\n",
+        &format!(
+            "[warehouse]\nmemory_limit_mb = {}\n",
+            fdsync::config::MIN_MEMORY_LIMIT_MB
+        ),
+    );
     let pipelines: Vec<_> = crate::util::test_pipelines()
         .into_iter()
         .filter(|p| ["companies", "prices"].contains(&p.name.as_str()))

@@ -88,9 +88,9 @@ impl DuckDbSink {
         self.append_new_rows(table, batch.clone(), seq).map(AllNew::Appended)
     }
 
-    /// `batch` cut into the slices merged one statement at a time. DuckDB's
-    /// `MERGE INTO` holds a statement's whole input in memory:
-    /// ten companies' price histories (50,000 rows) in one statement ran out
+    /// `batch` cut into the slices merged one statement at a time. A merge
+    /// holds a statement's whole input in memory (with `MERGE INTO`, which
+    /// the loads used then): ten companies' price histories (50,000 rows) in one statement ran out
     /// of 48 MiB, the same rows in five statements of one transaction did
     /// not. A slice is at most a sixteenth of the memory limit, so at the
     /// default limit a commit of ten companies stays one statement.
@@ -182,8 +182,11 @@ impl DuckDbSink {
         match all_new {
             Some(insert) => written = run(insert, false).map_err(sql_err(table.name, "merging the staged rows"))?,
             None => {
-                for sql in &merge.statements {
-                    written = run(sql, true).map_err(sql_err(table.name, "merging the staged rows"))?;
+                for statement in &merge.statements {
+                    let changed = run(&statement.sql, true).map_err(sql_err(table.name, "merging the staged rows"))?;
+                    if statement.counts {
+                        written += changed;
+                    }
                 }
             }
         }

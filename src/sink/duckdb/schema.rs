@@ -54,7 +54,7 @@ impl DuckDbSink {
                 .collect();
             // Only the bookkeeping tables declare their key. A data table's
             // key is kept by the loads, as in the Parquet sink: each stages its
-            // rows once per key and merges them with `MERGE INTO`, which joins
+            // rows once per key and merges them by joins on the key, which run
             // whether or not an index exists and costs the same either way.
             // DuckDB keeps a declared key in an ART index, inserted twice per
             // row (the transaction's own, then the table's at commit): 17% of

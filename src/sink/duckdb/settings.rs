@@ -125,8 +125,9 @@ pub(super) const HELD_ROW_GROUPS: usize = 6;
 /// without it: news pages, not whole price histories (BENCHMARKS.md, Ingest).
 pub(super) const SMALL_COMMIT_ROWS: usize = ROW_GROUP_ROWS / 4;
 
-/// The smallest `memory_limit_mb` that holds bulk commits: the least the
-/// configuration allows, so every setting writes a backfill in bulk. Held
+/// The smallest `memory_limit_mb` that holds bulk commits: below the least
+/// the configuration allows (32), so every setting writes a backfill in
+/// bulk, and the tests of appends at the least limit run at this one. Held
 /// news backfills ran out of memory at 64 MiB while a batch's last slice of
 /// a few dozen rows took the merge path, and at 24 DuckDB's checkpoint of
 /// 16 MiB of small commits did; a batch of new keys is now appended whole,

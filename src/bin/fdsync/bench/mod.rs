@@ -89,7 +89,7 @@ pub enum BenchCommand {
     ///
     /// Example: fdsync bench backfill --sizes 200:100000,2000:1000000 --earlier /opt/fdsync-0.1/fdsync
     ///
-    /// Example, the file at every setting: fdsync bench backfill --sizes 200:100000 --limits 16,24,32
+    /// Example, the file at more settings: fdsync bench backfill --sizes 200:100000 --limits 32,48,96
     Backfill {
         /// Sizes as COMPANIES:NEWS_ITEMS (generated companies' whole price
         /// histories, and the news backfill that holds that many items), comma-separated.
@@ -101,7 +101,8 @@ pub enum BenchCommand {
         earlier: Option<PathBuf>,
         /// The `memory_limit_mb` settings each binary runs at besides its
         /// default, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "32", value_parser = clap::value_parser!(u64).range(16..))]
+        #[arg(long, value_delimiter = ',', default_value = "32",
+              value_parser = clap::value_parser!(u64).range(fdsync::config::MIN_MEMORY_LIMIT_MB..))]
         limits: Vec<u64>,
     },
     /// The bare Appender side of `bench backfill`, in its own process.
