@@ -27,14 +27,17 @@ pub enum SinkError {
         source: ::duckdb::Error,
     },
     #[error(
-        "warehouse table {table}: {context}: DuckDB needed more than its {limit_mb} MiB ({message}); \
-         raise [warehouse] memory_limit_mb in the config; nothing is lost: the commit was rolled back \
-         and the next run resumes from the last one"
+        "warehouse table {table}: {context}: DuckDB needed more than the {limit_mb} MiB it had for this \
+         ({message}); raise [warehouse] memory_limit_mb (now {configured_mb}) in the config; nothing is \
+         lost: the commit was rolled back and the next run resumes from the last one"
     )]
     OutOfMemory {
         table: String,
         context: &'static str,
+        /// The limit DuckDB had when it ran out: merges and appends run
+        /// under part of the configured one.
         limit_mb: u64,
+        configured_mb: u64,
         message: String,
     },
     #[error(

@@ -243,6 +243,8 @@ impl DuckDbSink {
     /// stops holding; when DuckDB invalidated the database, the writer
     /// attaches it again, so the next commit works.
     pub(super) fn rolled_back(&mut self, e: SinkError, earlier: usize, holding: bool) -> SinkError {
+        // The limit DuckDB ran out under, before the whole one is given back.
+        let limit_mb = self.memory_limit_now_mb.get();
         self.unlimit_memory();
         if let SinkError::Sql { source, .. } = &e
             && super::invalidated(&source.to_string())
@@ -256,7 +258,7 @@ impl DuckDbSink {
                 commits = earlier
             );
         }
-        let e = self.explained(e);
+        let e = self.explained(e, limit_mb);
         if holding && matches!(e, SinkError::OutOfMemory { .. }) {
             // What this writer holds is what ran out: it commits each bulk
             // load on its own from now on.
@@ -270,8 +272,8 @@ impl DuckDbSink {
     }
 
     /// `e`, named for what the operator can do about it when it is DuckDB
-    /// running out of memory or of disk.
-    pub(super) fn explained(&self, e: SinkError) -> SinkError {
+    /// running out of memory (under `limit_mb`) or of disk.
+    pub(super) fn explained(&self, e: SinkError, limit_mb: u64) -> SinkError {
         let SinkError::Sql { table, context, source } = e else {
             return e;
         };
@@ -281,7 +283,8 @@ impl DuckDbSink {
             SinkError::OutOfMemory {
                 table,
                 context,
-                limit_mb: self.settings.duckdb_memory_limit_mb(),
+                limit_mb,
+                configured_mb: self.settings.duckdb_memory_limit_mb(),
                 message: first_line,
             }
         } else if message.contains("No space left on device") {

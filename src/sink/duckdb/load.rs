@@ -89,11 +89,10 @@ impl DuckDbSink {
     }
 
     /// `batch` cut into the slices merged one statement at a time. A merge
-    /// holds a statement's whole input in memory (with `MERGE INTO`, which
-    /// the loads used then): ten companies' price histories (50,000 rows) in one statement ran out
-    /// of 48 MiB, the same rows in five statements of one transaction did
-    /// not. A slice is at most a sixteenth of the memory limit, so at the
-    /// default limit a commit of ten companies stays one statement.
+    /// holds a statement's whole input in memory: ten companies' price
+    /// histories (50,000 rows) in one `MERGE INTO` ran out of 48 MiB, the
+    /// same rows in five statements of one transaction did not. A slice is
+    /// at most a sixteenth of the memory limit.
     pub(super) fn slices(&self, table: &TableDef, batch: RecordBatch) -> Vec<RecordBatch> {
         let rows = batch.num_rows();
         let bytes = batch.get_array_memory_size().max(1);

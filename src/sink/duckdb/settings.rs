@@ -39,6 +39,9 @@ impl Settings {
     /// whole limit DuckDB kept each table's last row group of a held
     /// transaction uncompressed in memory until the limit was full, on top
     /// of everything else the process holds (BENCHMARKS.md, "Ninth session").
+    /// Never less than the least configurable limit, though: at 32 appends
+    /// under 20 MiB ran out where a row group's compression analysis copied
+    /// each bar's distinct `raw` (BENCHMARKS.md, "Thirteenth session").
     pub fn append_memory_limit_mb(&self, flush_bytes: usize) -> u64 {
         let limit = self.duckdb_memory_limit_mb();
         let headroom = u64::try_from(flush_bytes.saturating_mul(2))
@@ -46,7 +49,7 @@ impl Settings {
             .div_ceil(1 << 20);
         (limit * 3 / 8)
             .saturating_add(headroom)
-            .clamp(HOLD_FROM_MB.min(limit), limit)
+            .clamp(crate::config::MIN_MEMORY_LIMIT_MB.min(limit), limit)
     }
 
     /// The WAL size at which DuckDB checkpoints: half the memory limit from

@@ -77,9 +77,15 @@ fn measured(command: &mut Command, what: &str, log: &Path) -> anyhow::Result<Mea
     };
     let seconds = started.elapsed().as_secs_f64();
     if !status.success() {
-        // Its last line says why it failed; the warnings before it say what it did about it.
+        // Its last `error:` line says why it failed (DuckDB's messages end in
+        // a line of advice); the warnings before it say what it did about it.
         let message = std::fs::read_to_string(log).unwrap_or_default();
-        let why = message.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+        let mut lines = message.lines().rev().filter(|l| !l.trim().is_empty());
+        let why = lines
+            .clone()
+            .find(|l| l.starts_with("error:"))
+            .or_else(|| lines.next())
+            .unwrap_or_default();
         return Err(failure(format!("{what} failed ({status}): {}", why.trim())));
     }
     Ok(Measured { seconds, peak_kib })
