@@ -34,8 +34,8 @@ pub enum SinkError {
     OutOfMemory {
         table: String,
         context: &'static str,
-        /// The limit DuckDB had when it ran out: merges and appends run
-        /// under part of the configured one.
+        /// The limit DuckDB had when it ran out: appends and bulk commits
+        /// run under part of the configured one.
         limit_mb: u64,
         configured_mb: u64,
         message: String,

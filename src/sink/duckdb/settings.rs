@@ -16,7 +16,7 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The memory limit DuckDB is given: the configured one (20 or more,
+    /// The memory limit DuckDB is given: the configured one (32 or more,
     /// which the configuration checks), and 16 at least for settings made
     /// in code.
     pub fn duckdb_memory_limit_mb(&self) -> u64 {
