@@ -198,7 +198,8 @@ fn raw_compression(conn: &Connection, table: &str) -> String {
     .unwrap()
 }
 
-/// A warehouse in `dir` whose writer has the least memory limit there is.
+/// A warehouse in `dir` whose writer has the least memory limit that holds
+/// bulk commits: 20, below the least the configuration allows (32).
 fn sink_at_the_least_limit(dir: &Path) -> DuckDbSink {
     let settings = Settings {
         memory_limit_mb: HOLD_FROM_MB,
