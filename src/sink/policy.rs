@@ -31,6 +31,11 @@ pub struct CommitPolicy {
     /// Rows a response must bring for its commit to be held open for the
     /// next ones: a backfill's pages are, a poll's few rows are not.
     pub bulk_response_rows: usize,
+    /// Company lookups per commit of the universe: a lookup brings a row or
+    /// two to small tables, and a commit costs a few statements a table
+    /// whatever its size; twenty a commit, the universe of 2,000 companies
+    /// kept the writer busy for 6 s (BENCHMARKS.md, "Fourteenth session").
+    pub universe_group: usize,
     /// Rows a group of bulk responses waits for before it commits: a commit
     /// of three pages kept the writer busy with fixed costs (BENCHMARKS.md, Ingest).
     pub bulk_group_rows: usize,
@@ -59,11 +64,15 @@ impl CommitPolicy {
             groups_ahead: scaled(32, 4, 8),
             in_flight_kib: u32::try_from(in_flight_mib * 1024).unwrap_or(u32::MAX),
             bulk_response_rows: 100,
+            universe_group: UNIVERSE_GROUP,
             bulk_group_rows: 8_000,
             bulk_group_wait: Duration::from_millis(25),
         }
     }
 }
+
+/// Company lookups per commit ([`CommitPolicy::universe_group`]).
+const UNIVERSE_GROUP: usize = 100;
 
 /// The least and the most MiB of fetched rows not yet committed: below the
 /// least, fetching waits on every commit; above the most, a peak grows with
@@ -82,6 +91,7 @@ mod tests {
             (20, 20, 4)
         );
         assert_eq!(default.in_flight_kib, 12 * 1024);
+        assert!(default.universe_group > default.company_group);
         let large = CommitPolicy::for_memory_limit_mb(1024);
         assert_eq!((large.page_group, large.company_group, large.groups_ahead), (40, 30, 8));
         assert_eq!(large.in_flight_kib, 32 * 1024);

@@ -17,7 +17,8 @@ impl Syncer {
     /// (`MSFT` and `789019` are one company). With `refresh`, every company
     /// last asked before the schedule's latest firing is asked again too,
     /// once by its key, the longest unasked first. The lookups run `concurrency` at a
-    /// time and commit in groups as they arrive, like any per-company pipeline:
+    /// time and commit in groups as they arrive, like any per-company pipeline
+    /// but in larger groups ([`CommitPolicy::universe_group`](crate::sink::policy::CommitPolicy::universe_group)):
     /// one at a time, each in its own commit, a first sync of 2,000 companies
     /// spent most of a minute here (BENCHMARKS.md, Cold start).
     pub(super) async fn resolve_universe(
@@ -88,7 +89,7 @@ impl Syncer {
             return Ok(members_of(&ids, &known));
         }
         let concurrency = self.config.upstream.concurrency;
-        self.commit_as_fetched(run_id, progress, self.policy().company_group, |done| async move {
+        self.commit_as_fetched(run_id, progress, self.policy().universe_group, |done| async move {
             let mut noted = Progress::default();
             let mut results = futures::stream::iter(lookups).buffered(concurrency);
             while let Some((id, fetched)) = results.next().await {
