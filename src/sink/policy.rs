@@ -31,10 +31,10 @@ pub struct CommitPolicy {
     /// Rows a response must bring for its commit to be held open for the
     /// next ones: a backfill's pages are, a poll's few rows are not.
     pub bulk_response_rows: usize,
-    /// Company lookups per commit of the universe: a lookup brings a row or
-    /// two to small tables, and a commit costs a few statements a table
-    /// whatever its size; twenty a commit, the universe of 2,000 companies
-    /// kept the writer busy for 6 s (BENCHMARKS.md, "Fourteenth session").
+    /// Company lookups per commit of the universe, more than the
+    /// per-company pipelines' group: a lookup brings a row or two to small
+    /// tables, and a commit costs the writer a few statements a table
+    /// whatever it holds (BENCHMARKS.md, "Fourteenth session").
     pub universe_group: usize,
     /// Rows a group of bulk responses waits for before it commits: a commit
     /// of three pages kept the writer busy with fixed costs (BENCHMARKS.md, Ingest).
