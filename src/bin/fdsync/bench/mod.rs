@@ -105,6 +105,18 @@ pub enum BenchCommand {
               value_parser = clap::value_parser!(u64).range(fdsync::config::MIN_MEMORY_LIMIT_MB..))]
         limits: Vec<u64>,
     },
+    /// The functions a small backfill, its no-change run and `fdsync status`
+    /// execute, each run under callgrind (valgrind must be installed), written
+    /// for the linker to place together (build.rs): run it after changes that
+    /// add or rename much code, from a build of the current source, and
+    /// rebuild. Takes a few minutes.
+    ///
+    /// Example: fdsync bench symbol-order --out src/bin/fdsync/symbol-order.txt
+    SymbolOrder {
+        /// The list to write.
+        #[arg(long, default_value = "src/bin/fdsync/symbol-order.txt")]
+        out: PathBuf,
+    },
     /// The bare Appender side of `bench backfill`, in its own process.
     #[command(hide = true)]
     BackfillChild {
@@ -174,6 +186,7 @@ pub async fn run(config_path: &std::path::Path, command: BenchCommand) -> Result
         BenchCommand::Backfill { sizes, earlier, limits } => {
             bench::backfill(&config()?, &sizes, earlier.as_deref(), &limits, &mut out).await?;
         }
+        BenchCommand::SymbolOrder { out: target } => bench::symbol_order(&config()?, &target, &mut out)?,
         BenchCommand::BackfillChild {
             base_url,
             warehouse,

@@ -20,7 +20,7 @@ use super::ingest::{
 use super::{BENCH_KEY, BENCH_START, EmulatorProcess, failure, fresh_dir, memory_of, mib};
 
 /// The environment variable the bench's config names for the key.
-const KEY_ENV: &str = "FDSYNC_BENCH_API_KEY";
+pub(super) const KEY_ENV: &str = "FDSYNC_BENCH_API_KEY";
 
 /// The pipelines a backfill runs: the universe, the news tape and price bars.
 const PIPELINES: [&str; 3] = ["companies", "news", "prices"];
@@ -99,7 +99,7 @@ fn file_bytes(warehouse: &Path) -> u64 {
 
 /// A pipelines folder holding `config`'s companies, news and prices
 /// pipelines, the news backfill set to the horizon that holds `items`.
-fn pipelines_for(config: &fdsync::config::Config, dir: &Path, items: u64) -> anyhow::Result<PathBuf> {
+pub(super) fn pipelines_for(config: &fdsync::config::Config, dir: &Path, items: u64) -> anyhow::Result<PathBuf> {
     let pipelines = dir.join("pipelines");
     std::fs::create_dir_all(&pipelines)?;
     for name in PIPELINES {
@@ -123,7 +123,7 @@ fn pipelines_for(config: &fdsync::config::Config, dir: &Path, items: u64) -> any
 
 /// The config every fdsync side runs with: the emulator, a warehouse, the
 /// generated companies and the bench's pipelines, nothing tuned.
-fn config_for(base_url: &str, warehouse: &Path, pipelines: &Path, companies: u64) -> String {
+pub(super) fn config_for(base_url: &str, warehouse: &Path, pipelines: &Path, companies: u64) -> String {
     let names: Vec<String> = generated_companies(companies)
         .into_iter()
         .map(|c| format!("{c:?}"))

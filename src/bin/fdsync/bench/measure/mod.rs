@@ -18,9 +18,11 @@ fn failure(message: String) -> anyhow::Error {
 mod backfill;
 mod cold_start;
 mod ingest;
+mod symbol_order;
 pub use backfill::{Size as BackfillSize, backfill, child as backfill_child};
 pub use cold_start::{child as cold_start_child, cold_starts};
 pub use ingest::{Feed, child as ingest_child, ingest};
+pub use symbol_order::symbol_order;
 
 const BENCH_KEY: &str = "pk_live_bench_unlimited_0001";
 /// A Wednesday evening: the news tape then holds a little over a million items.
