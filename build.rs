@@ -27,7 +27,10 @@ fn main() {
         return;
     }
     if order.is_file() {
-        println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}", order.display());
+        println!(
+            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
+            order.display()
+        );
         // Functions of another build's list that this one lacks (renamed,
         // inlined) are expected, not worth a warning each.
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
