@@ -20,7 +20,7 @@ use super::ingest::{
 use super::{BENCH_KEY, BENCH_START, EmulatorProcess, failure, fresh_dir, memory_of, mib};
 
 /// The environment variable the bench's config names for the key.
-pub(super) const KEY_ENV: &str = "FDSYNC_BENCH_API_KEY";
+const KEY_ENV: &str = "FDSYNC_BENCH_API_KEY";
 
 /// The pipelines a backfill runs: the universe, the news tape and price bars.
 const PIPELINES: [&str; 3] = ["companies", "news", "prices"];
@@ -137,6 +137,20 @@ pub(super) fn config_for(base_url: &str, warehouse: &Path, pipelines: &Path, com
     )
 }
 
+/// The environment of an fdsync process the bench runs against its
+/// emulator: the bench's key, the emulator's frozen clock, and
+/// `memory_limit_mb` when given, else the config's (never the caller's
+/// environment's).
+pub(super) fn bench_environment(command: &mut Command, memory_limit_mb: Option<u64>) {
+    command
+        .env(KEY_ENV, BENCH_KEY)
+        .env("FDSYNC_FROZEN_CLOCK", BENCH_START)
+        .env_remove("FDSYNC_WAREHOUSE__MEMORY_LIMIT_MB");
+    if let Some(mb) = memory_limit_mb {
+        command.env("FDSYNC_WAREHOUSE__MEMORY_LIMIT_MB", mb.to_string());
+    }
+}
+
 /// One side's figures at one size.
 struct Row {
     side: String,
@@ -165,13 +179,8 @@ fn fdsync_side(
             // Every pipeline runs either way; `--all` also keeps binaries up
             // to c112d04, below memory_limit_mb 192, from reading the run
             // log of a new file, which failed there.
-            .args(["sync", "--once", "--all"])
-            .env(KEY_ENV, BENCH_KEY)
-            .env("FDSYNC_FROZEN_CLOCK", BENCH_START)
-            .env_remove("FDSYNC_WAREHOUSE__MEMORY_LIMIT_MB");
-        if let Some(mb) = memory_limit_mb {
-            command.env("FDSYNC_WAREHOUSE__MEMORY_LIMIT_MB", mb.to_string());
-        }
+            .args(["sync", "--once", "--all"]);
+        bench_environment(&mut command, memory_limit_mb);
         let log = warehouse.with_extension("stderr");
         measured(&mut command, &format!("{} sync --once", binary.display()), &log)
     };

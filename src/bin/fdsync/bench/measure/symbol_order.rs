@@ -11,8 +11,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::backfill::{KEY_ENV, config_for, pipelines_for};
-use super::{BENCH_KEY, BENCH_START, EmulatorProcess, failure, fresh_dir};
+use super::backfill::{bench_environment, config_for, pipelines_for};
+use super::{EmulatorProcess, failure, fresh_dir};
 
 /// Large enough that every stage of a backfill runs (news pages and their
 /// revisions, price loads over several commit groups, the merges of a
@@ -41,16 +41,17 @@ pub fn symbol_order(config: &fdsync::config::Config, target: &Path, out: &mut im
     for (i, (what, args)) in runs.into_iter().enumerate() {
         let profile = dir.join(format!("callgrind.{i}"));
         let log = dir.join(format!("callgrind.{i}.stderr"));
-        let status = Command::new("valgrind")
+        let mut command = Command::new("valgrind");
+        command
             .args(["--tool=callgrind", "--demangle=no"])
             .arg(format!("--callgrind-out-file={}", profile.display()))
             .arg(&this)
             .arg("--quiet")
             .arg("--config")
             .arg(&config_file)
-            .args(args)
-            .env(KEY_ENV, BENCH_KEY)
-            .env("FDSYNC_FROZEN_CLOCK", BENCH_START)
+            .args(args);
+        bench_environment(&mut command, None);
+        let status = command
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)
             .status()
