@@ -32,6 +32,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod allocator;
 pub mod batch;
 pub mod bookkeeping;
 pub mod check;

@@ -218,4 +218,8 @@ fn the_dockerfile_copies_only_what_the_repository_has() {
     }
     assert!(copies >= 5, "{copies} sources");
     assert!(dockerfile.contains("\nUSER fdsync"), "runs unprivileged");
+    assert!(
+        dockerfile.contains("\nCOPY .cargo "),
+        "the build stage has .cargo/config.toml, which builds jemalloc's options in"
+    );
 }

@@ -269,9 +269,9 @@ fn init_logging(cli: &Cli) {
 }
 
 /// jemalloc serves every allocation of the process, DuckDB's included, with
-/// the options `.cargo/config.toml` builds in: allocators keep what DuckDB
-/// frees, and these return it soonest for their cost (BENCHMARKS.md, "Fast
-/// and small at once").
+/// the options `.cargo/config.toml` builds in and the pace of
+/// [`fdsync::allocator`]: allocators keep what DuckDB frees, and these return
+/// it soonest for their cost (BENCHMARKS.md, "Fast and small at once").
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -314,6 +314,13 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    if matches!(cli.command, Command::Emulator(_) | Command::Bench(_) | Command::Lake(_)) {
+        // Processes that serve or move data in bulk throughout; a sync's
+        // writer sets its own pace from its loads.
+        if let Err(e) = fdsync::allocator::set(fdsync::allocator::Purging::Background) {
+            tracing::debug!(message = "Could not purge in the background.", error = %e);
+        }
+    }
     let config = || Config::load(&cli.config).map_err(SyncError::from);
     match cli.command {
         Command::Sync {

@@ -186,6 +186,7 @@ impl DuckDbSink {
     pub(super) fn load_commit(&mut self, commit: Commit, may_hold: bool) -> Result<CommitStats, SinkError> {
         let started = std::time::Instant::now();
         let staged_rows: usize = commit.batches.iter().map(|b| b.batch.num_rows()).sum();
+        crate::allocator::note_load(staged_rows);
         self.rows_since_open = self.rows_since_open.saturating_add(staged_rows);
         if may_hold && self.held.as_ref().is_some_and(|held| held.overflows_with(&commit)) {
             self.commit_held_now()?;
