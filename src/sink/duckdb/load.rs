@@ -4,7 +4,8 @@
 use arrow::record_batch::RecordBatch;
 
 use super::merge::{
-    Merge, NewKeysOnly, create_stage, key_positions, keys_are_distinct, merge_statements, staged_key_range, staging,
+    Merge, NewKeysOnly, create_stage, key_columns, key_positions, keys_are_distinct, merge_statements,
+    staged_key_range, staging,
 };
 use super::settings::{APPEND_CHUNK_ROWS, APPEND_FLUSH_BYTES, MIN_PROBE_ROWS, MIN_SLICE_ROWS};
 use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, json_list, sql_err};
@@ -12,9 +13,10 @@ use crate::batch::batch_err;
 use crate::sink::SinkError;
 use crate::tables::{LoadRule, TableDef};
 
-/// The least and greatest staged value of a table's first key column, as
-/// text; `None` for a keyless table.
-type StagedKeyRange = Option<(Option<String>, Option<String>)>;
+/// The least and greatest staged value of each of a table's key columns, as
+/// text, in key order; `None` for a keyless table. A bound is `None` when no
+/// staged key has a value there, which no stored row matches.
+type StagedKeyRange = Option<Vec<Option<String>>>;
 
 /// What probing a batch's keys found.
 enum AllNew {
@@ -173,7 +175,13 @@ impl DuckDbSink {
         let run = |sql: &str, with_range: bool| {
             let mut statement = self.conn.prepare_cached(sql)?;
             match (with_range, &range) {
-                (true, Some((least, greatest))) => statement.execute(duckdb::params![seq, least, greatest]),
+                (true, Some(bounds)) => statement.execute(duckdb::params_from_iter(
+                    std::iter::once(duckdb::types::Value::BigInt(seq)).chain(
+                        bounds
+                            .iter()
+                            .map(|b| b.clone().map_or(duckdb::types::Value::Null, duckdb::types::Value::Text)),
+                    ),
+                )),
                 _ => statement.execute([seq]),
             }
         };
@@ -222,26 +230,29 @@ impl DuckDbSink {
         probe: &str,
         range: &StagedKeyRange,
     ) -> Result<bool, SinkError> {
-        let Some((least, greatest)) = range else {
+        let Some(bounds) = range else {
             return Ok(false);
         };
         self.conn
             .prepare_cached(probe)
-            .and_then(|mut s| s.query_row([least, greatest], |r| r.get(0)))
+            .and_then(|mut s| s.query_row(duckdb::params_from_iter(bounds), |r| r.get(0)))
             .map_err(sql_err(table.name, "looking up the staged keys"))
     }
 
-    /// The least and greatest staged value of `table`'s first key column, by
-    /// its `query` ([`Merge::staged_key_range`]); `None` for a keyless table.
-    /// Both are `None` when no staged key has a value, which no stored row
-    /// matches.
+    /// The least and greatest staged value of each of `table`'s key columns,
+    /// by its `query` ([`Merge::staged_key_range`]); `None` for a keyless table.
     fn staged_key_range(&self, table: &TableDef, query: Option<&str>) -> Result<StagedKeyRange, SinkError> {
         let Some(query) = query else {
             return Ok(None);
         };
+        let columns = 2 * key_columns(table).count();
         self.conn
             .prepare_cached(query)
-            .and_then(|mut s| s.query_row([], |r| Ok(Some((r.get(0)?, r.get(1)?)))))
+            .and_then(|mut s| {
+                s.query_row([], |r| {
+                    (0..columns).map(|i| r.get(i)).collect::<Result<Vec<_>, _>>().map(Some)
+                })
+            })
             .map_err(sql_err(table.name, "reading the staged keys' range"))
     }
 

@@ -104,31 +104,47 @@ pub(super) fn create_stage(table: &TableDef) -> String {
 /// The commit number in a merge statement: its first parameter.
 pub(super) const SEQ_PARAM: &str = "CAST($1 AS BIGINT)";
 
-/// `alias`'s first key column between the staged keys' least and greatest,
-/// bound as parameters `$from` and `$from + 1`. No stored row outside can
-/// match a staged key; planned as constants, the bounds let the scan skip
-/// the row groups whose statistics lie outside, where each merge read the
-/// whole key column (BENCHMARKS.md, "Fast and small at once").
-fn key_range(table: &TableDef, alias: &str, from: usize) -> Option<String> {
-    let (_, first) = key_columns(table).next()?;
-    let ty = first.ty.sql();
-    Some(format!(
-        "{alias}{}{} BETWEEN CAST(${from} AS {ty}) AND CAST(${} AS {ty})",
-        if alias.is_empty() { "" } else { "." },
-        ident(first.name),
-        from + 1
-    ))
+/// `alias`'s first `columns` key columns each between the staged keys' least
+/// and greatest value of that column, bound as parameters from `$from` on,
+/// two a column. No stored row outside can match a staged key; planned as
+/// constants, the bounds let the scan skip the row groups whose statistics
+/// lie outside, where each merge read the whole key column (BENCHMARKS.md,
+/// "Fast and small at once"), and a merge of a month of restated bars join
+/// that month of each company rather than its whole history ("Sixteenth
+/// session").
+fn key_range(table: &TableDef, alias: &str, from: usize, columns: usize) -> Option<String> {
+    let alias = if alias.is_empty() {
+        String::new()
+    } else {
+        format!("{alias}.")
+    };
+    let bounds: Vec<String> = key_columns(table)
+        .take(columns)
+        .enumerate()
+        .map(|(i, (_, column))| {
+            let ty = column.ty.sql();
+            let least = from + 2 * i;
+            format!(
+                "{alias}{} BETWEEN CAST(${least} AS {ty}) AND CAST(${} AS {ty})",
+                ident(column.name),
+                least + 1
+            )
+        })
+        .collect();
+    (!bounds.is_empty()).then(|| bounds.join(" AND "))
 }
 
-/// The query whose one row is the least and greatest staged value of
-/// `table`'s first key column, as text, for [`key_range`]'s parameters.
+/// The query whose one row is the least and greatest staged value of each of
+/// `table`'s key columns, in key order and as text, for [`key_range`]'s
+/// parameters.
 pub(super) fn staged_key_range(table: &TableDef) -> Option<String> {
-    let (_, first) = key_columns(table).next()?;
-    let k = ident(first.name);
-    Some(format!(
-        "SELECT min({k})::VARCHAR, max({k})::VARCHAR FROM {}",
-        staging(table)
-    ))
+    let bounds: Vec<String> = key_columns(table)
+        .map(|(_, column)| {
+            let k = ident(column.name);
+            format!("min({k})::VARCHAR, max({k})::VARCHAR")
+        })
+        .collect();
+    (!bounds.is_empty()).then(|| format!("SELECT {} FROM {}", bounds.join(", "), staging(table)))
 }
 
 /// The statements that load `table`'s staging table into it by its load rule,
@@ -159,7 +175,7 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<Statement>, Option<NewK
     let new_keys_only = || NewKeysOnly {
         probe: format!(
             "SELECT EXISTS (SELECT 1 FROM {stage} s JOIN (SELECT * FROM {target} WHERE {}) t ON {})",
-            key_range(table, "", 1).unwrap_or_else(|| "true".into()),
+            key_range(table, "", 1, usize::MAX).unwrap_or_else(|| "true".into()),
             key_eq("s", "t", &key)
         ),
         insert: format!(
@@ -174,7 +190,9 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<Statement>, Option<NewK
         },
     };
     // The stored rows a staged key can match: those in the staged keys' range.
-    let in_range = |alias: &str| key_range(table, alias, 2).unwrap_or_else(|| "true".into());
+    let in_range_of =
+        |alias: &str, columns: usize| key_range(table, alias, 2, columns).unwrap_or_else(|| "true".into());
+    let in_range = |alias: &str| in_range_of(alias, usize::MAX);
     let ranged_target = format!("(SELECT * FROM {target} WHERE {})", in_range(""));
     let mut by_key = None;
     let own_values_equal = |a: &str, b: &str| -> Vec<String> {
@@ -227,8 +245,9 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<Statement>, Option<NewK
                  ON {} WHERE (t.{} IS NULL OR NOT ({})) \
                  AND NOT EXISTS (SELECT 1 FROM {target} k WHERE {} AND {})",
                 newest_staged(part),
-                // The range is of the first key column, which is in every partition's key.
-                in_range(""),
+                // A partition's newest stored row may lie outside the staged
+                // range of the ordering column, never of the partition's own.
+                in_range_of("", part.len()),
                 part.join(", "),
                 key_eq("t", "s", part),
                 part[0],
