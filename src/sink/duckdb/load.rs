@@ -175,13 +175,12 @@ impl DuckDbSink {
         let run = |sql: &str, with_range: bool| {
             let mut statement = self.conn.prepare_cached(sql)?;
             match (with_range, &range) {
-                (true, Some(bounds)) => statement.execute(duckdb::params_from_iter(
-                    std::iter::once(duckdb::types::Value::BigInt(seq)).chain(
-                        bounds
-                            .iter()
-                            .map(|b| b.clone().map_or(duckdb::types::Value::Null, duckdb::types::Value::Text)),
-                    ),
-                )),
+                (true, Some(bounds)) => {
+                    let bounds = bounds.iter().map(|b| b as &dyn duckdb::ToSql);
+                    statement.execute(duckdb::params_from_iter(
+                        std::iter::once(&seq as &dyn duckdb::ToSql).chain(bounds),
+                    ))
+                }
                 _ => statement.execute([seq]),
             }
         };
