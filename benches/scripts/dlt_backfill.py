@@ -10,8 +10,9 @@ parquet loader, as one process.
 
 Against `fdsync emulator --speed 0 --start 2026-11-25T23:00:00Z
 --key pk_live_bench_unlimited_0001=scale:100000000`, as `fdsync bench
-backfill` starts it. Rows are merged on the warehouse contract's keys (dlt's
-default merge strategy), or appended with `--append`. It prints the rows
+backfill` starts it. Rows are merged on each table's key (a company's cik, an
+item's id, a bar's company and time; dlt's default merge strategy), or
+appended with `--append`. It prints the rows
 loaded per table; time and peak memory are measured from outside
 (`/usr/bin/time -v`).
 """
