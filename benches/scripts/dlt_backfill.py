@@ -12,9 +12,8 @@ Against `fdsync emulator --speed 0 --start 2026-11-25T23:00:00Z
 --key pk_live_bench_unlimited_0001=scale:100000000`, as `fdsync bench
 backfill` starts it. Rows are merged on each table's key (a company's cik, an
 item's id, a bar's company and time; dlt's default merge strategy), or
-appended with `--append`. It prints the rows
-loaded per table; time and peak memory are measured from outside
-(`/usr/bin/time -v`).
+appended with `--append`. It prints the rows loaded per table; time and peak
+memory are measured from outside (`/usr/bin/time -v`).
 """
 
 import argparse
@@ -26,6 +25,8 @@ import shutil
 import dlt
 import requests
 
+# The bench's key, frozen start, tape spacing and page size, as
+# src/bin/fdsync/bench/measure/ has them, so both sides read the same pages.
 KEY = "pk_live_bench_unlimited_0001"
 START = datetime.datetime(2026, 11, 25, 23, 0, tzinfo=datetime.timezone.utc)
 SECONDS_PER_ITEM = 45
@@ -36,11 +37,7 @@ def companies(n):
     return [f"S{i:04d}" for i in range(n)]
 
 
-def parse_time(text):
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def source(base_url, n_companies, items, disposition):
+def resources(base_url, n_companies, items, disposition):
     session = requests.Session()
     session.headers["X-API-KEY"] = KEY
 
@@ -66,7 +63,11 @@ def source(base_url, n_companies, items, disposition):
             page = get("/api/v1/news/feed", **params)
             page_items = page.get("items") or []
             yield page_items
-            seen = [parse_time(i["firstSeenAt"]) for i in page_items if i.get("firstSeenAt")]
+            seen = [
+                datetime.datetime.fromisoformat(i["firstSeenAt"])
+                for i in page_items
+                if i.get("firstSeenAt")
+            ]
             before = page.get("nextCursor")
             if not page_items or (seen and min(seen) < horizon) or not before:
                 break
@@ -78,9 +79,10 @@ def source(base_url, n_companies, items, disposition):
         for symbol in companies(n_companies):
             page = get(f"/api/v1/companies/{symbol}/prices", range="ALL")
             bars = page.get("bars") or []
+            served_symbol = page.get("symbol")
             for bar in bars:
                 bar["company_key"] = symbol
-                bar["symbol"] = page.get("symbol")
+                bar["symbol"] = served_symbol
             yield bars
 
     return company_payloads, news_items, prices_daily
@@ -107,7 +109,7 @@ def main():
     )
     disposition = "append" if args.append else "merge"
     info = pipeline.run(
-        source(args.base_url.rstrip("/"), args.companies, args.items, disposition),
+        resources(args.base_url.rstrip("/"), args.companies, args.items, disposition),
         loader_file_format="parquet",
     )
     info.raise_on_failed_jobs()
