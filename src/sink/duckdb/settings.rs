@@ -34,11 +34,13 @@ impl Settings {
     }
 
     /// DuckDB's memory limit while it appends new rows, flushed `flush_bytes`
-    /// at a time, and while a bulk load commits: three eighths of the limit,
+    /// at a time, and while a bulk load commits: five eighths of the limit,
     /// and twice a flush, which an append holds and cannot spill. Under the
     /// whole limit DuckDB kept each table's last row group of a held
     /// transaction uncompressed in memory until the limit was full, on top
-    /// of everything else the process holds (BENCHMARKS.md, "Ninth session").
+    /// of everything else the process holds (BENCHMARKS.md, "Ninth session");
+    /// under three eighths it spilled and read back enough to make the
+    /// writer the bound (BENCHMARKS.md, "Nineteenth session").
     /// Never less than the least configurable limit, though: at 32 appends
     /// under 20 MiB ran out where a row group's compression analysis copied
     /// each bar's distinct `raw` (BENCHMARKS.md, "Thirteenth session").
@@ -47,7 +49,7 @@ impl Settings {
         let headroom = u64::try_from(flush_bytes.saturating_mul(2))
             .unwrap_or(u64::MAX)
             .div_ceil(1 << 20);
-        (limit * 3 / 8)
+        (limit * 5 / 8)
             .saturating_add(headroom)
             .clamp(crate::config::MIN_MEMORY_LIMIT_MB.min(limit), limit)
     }
