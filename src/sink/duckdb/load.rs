@@ -4,7 +4,7 @@
 use arrow::record_batch::RecordBatch;
 
 use super::merge::{
-    Merge, NewKeysOnly, create_stage, key_columns, key_positions, keys_are_distinct, merge_statements,
+    Merge, NewKeysOnly, create_stage, key_bounds, key_columns, key_positions, keys_are_distinct, merge_statements,
     staged_key_range, staging,
 };
 use super::settings::{APPEND_CHUNK_ROWS, APPEND_FLUSH_BYTES, MIN_PROBE_ROWS, MIN_SLICE_ROWS};
@@ -81,6 +81,11 @@ impl DuckDbSink {
         let keys = batch.project(&key_positions(table)).map_err(batch_err(table.name))?;
         if !keys_are_distinct(table, &keys)? {
             return Ok(AllNew::NotProbed);
+        }
+        if let Some(bounds) = key_bounds(&keys)
+            && !self.any_staged_key_stored(table, &new_keys_only.stored_in_range, &Some(bounds))?
+        {
+            return self.append_new_rows(table, batch.clone(), seq).map(AllNew::Appended);
         }
         self.stage(table, &new_keys_only.create_key_stage, keys)?;
         let range = self.staged_key_range(table, merge.staged_key_range.as_deref())?;
@@ -220,9 +225,9 @@ impl DuckDbSink {
         appender.flush().map_err(sql_err(table.name, "flushing the appender"))
     }
 
-    /// Whether a staged key is stored, looked up among the stored rows in the
-    /// staged keys' `range`, which is `None` only for a keyless table: one
-    /// without a probe.
+    /// Whether `probe` finds a stored row among those in `range`, which is
+    /// `None` only for a keyless table (one without a probe): a staged key,
+    /// or ([`NewKeysOnly::stored_in_range`]) any row at all.
     pub(super) fn any_staged_key_stored(
         &self,
         table: &TableDef,

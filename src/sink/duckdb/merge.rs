@@ -39,6 +39,12 @@ pub(super) struct Statement {
 }
 
 pub(super) struct NewKeysOnly {
+    /// One boolean row: true when a stored row lies in the range of a
+    /// batch's keys ([`key_bounds`]), which it takes. When none does, the
+    /// batch is appended without staging its keys: a backfill's pages and
+    /// histories lie outside what is stored, and staging made each probe a
+    /// new temporary table that DuckDB planned every statement on again.
+    pub(super) stored_in_range: String,
     /// One boolean row: true when a staged key is in the table. Takes the
     /// staged keys' range.
     pub(super) probe: String,
@@ -83,6 +89,62 @@ pub(super) fn keys_are_distinct(table: &TableDef, keys: &RecordBatch) -> Result<
     let mut seen =
         std::collections::HashSet::with_capacity_and_hasher(rows.num_rows(), foldhash::fast::RandomState::default());
     Ok(rows.iter().all(|row| seen.insert(row)))
+}
+
+/// The least and greatest value of each of `keys`' columns (a batch's key
+/// columns, in key order) as text that casts back to the same value, as
+/// [`staged_key_range`] reads them from a staging table; `None` for a column
+/// type whose text form is not exact here (a float, a date past year
+/// 9999), which only staging then probes. A bound is `None` where the column
+/// holds only nulls.
+pub(super) fn key_bounds(keys: &RecordBatch) -> Option<Vec<Option<String>>> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{DataType, Date32Type, Int64Type, TimeUnit, TimestampMicrosecondType};
+    let mut bounds = Vec::with_capacity(2 * keys.num_columns());
+    for column in keys.columns() {
+        let (least, greatest) = match column.data_type() {
+            DataType::Utf8 => {
+                let text = column.as_string::<i32>();
+                let owned = |v: Option<&str>| v.map(str::to_owned);
+                (owned(arrow::compute::min_string(text)), owned(arrow::compute::max_string(text)))
+            }
+            DataType::Int64 => {
+                let ints = column.as_primitive::<Int64Type>();
+                let text = |v: Option<i64>| v.map(|v| v.to_string());
+                (text(arrow::compute::min(ints)), text(arrow::compute::max(ints)))
+            }
+            DataType::Date32 => {
+                let days = column.as_primitive::<Date32Type>();
+                let (least, greatest) = (arrow::compute::min(days), arrow::compute::max(days));
+                let text = |d: i32| date_text(arrow::temporal_conversions::date32_to_datetime(d)?.date());
+                match (least, greatest) {
+                    (Some(l), Some(g)) => (Some(text(l)?), Some(text(g)?)),
+                    _ => (None, None),
+                }
+            }
+            DataType::Timestamp(TimeUnit::Microsecond, Some(tz)) if tz.as_ref() == "UTC" => {
+                let micros = column.as_primitive::<TimestampMicrosecondType>();
+                let (least, greatest) = (arrow::compute::min(micros), arrow::compute::max(micros));
+                let text = |us: i64| {
+                    let at = chrono::DateTime::from_timestamp_micros(us)?;
+                    Some(format!("{} {}+00", date_text(at.date_naive())?, at.format("%H:%M:%S%.6f")))
+                };
+                match (least, greatest) {
+                    (Some(l), Some(g)) => (Some(text(l)?), Some(text(g)?)),
+                    _ => (None, None),
+                }
+            }
+            _ => return None,
+        };
+        bounds.extend([least, greatest]);
+    }
+    Some(bounds)
+}
+
+/// `date` as DuckDB reads a date, for the years its text form is plain in.
+fn date_text(date: chrono::NaiveDate) -> Option<String> {
+    use chrono::Datelike;
+    (1..=9999).contains(&date.year()).then(|| date.format("%Y-%m-%d").to_string())
 }
 
 /// `CREATE OR REPLACE` of `table`'s staging table: its columns, JSON as text.
@@ -173,6 +235,10 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<Statement>, Option<NewK
     };
     // What replaces a merge by key when no staged key is stored.
     let new_keys_only = || NewKeysOnly {
+        stored_in_range: format!(
+            "SELECT EXISTS (SELECT 1 FROM {target} WHERE {})",
+            key_range(table, "", 1, usize::MAX).unwrap_or_else(|| "true".into())
+        ),
         probe: format!(
             "SELECT EXISTS (SELECT 1 FROM {stage} s JOIN (SELECT * FROM {target} WHERE {}) t ON {})",
             key_range(table, "", 1, usize::MAX).unwrap_or_else(|| "true".into()),

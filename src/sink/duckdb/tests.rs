@@ -152,6 +152,92 @@ fn a_batch_of_new_keys_is_appended_and_one_with_stored_keys_merged() {
     );
 }
 
+/// A batch of new keys is appended without staging them when no stored row
+/// lies in its keys' range; a batch whose least or greatest key is a stored
+/// one, to the day or the microsecond, still finds it and merges.
+#[test]
+fn a_stored_key_at_a_batchs_bound_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    let mut commit = |batch: TableBatch| {
+        sink.commit(Commit {
+            batches: vec![batch],
+            checkpoints: Vec::new(),
+        })
+        .unwrap()
+        .rows_written
+    };
+    assert_eq!(commit(price_days((0..200).map(|d| (d, 1.0)))), 200);
+    assert_eq!(commit(price_days((199..400).map(|d| (d, 2.0)))), 201, "day 199 merged");
+    assert_eq!(commit(price_days((-200..1).map(|d| (d, 3.0)))), 201, "day 0 merged");
+    let t0 = chrono::DateTime::parse_from_rfc3339("2026-11-25T23:00:00.123457Z")
+        .unwrap()
+        .to_utc();
+    let revisions = |micros: std::ops::Range<i64>, headline: &str| {
+        let mut b = BatchBuilder::new(feeds::table("news_headline_revisions").unwrap(), "run-1", Utc::now());
+        for us in micros {
+            b.row()
+                .text(Some("n_1"))
+                .timestamp(Some(t0 + chrono::Duration::microseconds(us)))
+                .text(Some(headline))
+                .end("{}", "/x");
+        }
+        TableBatch::build(b).unwrap()
+    };
+    assert_eq!(commit(revisions(0..200, "first")), 200);
+    assert_eq!(commit(revisions(199..400, "second")), 200, "the stored revision kept");
+    assert_eq!(commit(revisions(-200..1, "third")), 200, "the stored revision kept");
+    let one = |sql: &str| -> String { sink.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        one("SELECT count(*)::VARCHAR || ' ' || count(DISTINCT date)::VARCHAR FROM prices_daily"),
+        "600 600"
+    );
+    assert_eq!(
+        one("SELECT string_agg(close::VARCHAR, ' ' ORDER BY date) FROM prices_daily \
+             WHERE date IN (DATE '1950-01-01', DATE '1950-07-19')"),
+        "3.0 2.0"
+    );
+    assert_eq!(
+        one("SELECT count(*)::VARCHAR || ' ' || count(DISTINCT updated_at)::VARCHAR FROM news_headline_revisions"),
+        "600 600"
+    );
+    assert_eq!(
+        one("SELECT string_agg(headline, ' ' ORDER BY updated_at) FROM news_headline_revisions \
+             WHERE updated_at IN (TIMESTAMPTZ '2026-11-25 23:00:00.123457+00', TIMESTAMPTZ '2026-11-25 23:00:00.123656+00')"),
+        "first first"
+    );
+}
+
+/// The range of a batch's keys as text DuckDB casts back to the same values;
+/// none for a key column whose text would not be exact.
+#[test]
+fn key_bounds_are_exact_or_absent() {
+    use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
+    let batch = |columns: Vec<ArrayRef>| {
+        let fields: Vec<_> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| arrow::datatypes::Field::new(format!("k{i}"), c.data_type().clone(), true))
+            .collect();
+        arrow::record_batch::RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), columns)
+            .unwrap()
+    };
+    let bounds = merge::key_bounds(&batch(vec![
+        std::sync::Arc::new(StringArray::from(vec![Some("b"), None, Some("B"), Some("é")])),
+        std::sync::Arc::new(Int64Array::from(vec![Some(-3), Some(i64::MAX), None, Some(0)])),
+        std::sync::Arc::new(StringArray::from(vec![None::<&str>, None, None, None])),
+    ]));
+    let text = |v: &[Option<&str>]| v.iter().map(|b| b.map(str::to_owned)).collect::<Vec<_>>();
+    assert_eq!(
+        bounds,
+        Some(text(&[Some("B"), Some("é"), Some("-3"), Some("9223372036854775807"), None, None]))
+    );
+    assert_eq!(
+        merge::key_bounds(&batch(vec![std::sync::Arc::new(Float64Array::from(vec![0.1, 0.2]))])),
+        None
+    );
+}
+
 /// News items' `raw` is stored with ZSTD, in both tables it goes to,
 /// loaded the way a backfill loads it; a price bar's stays DuckDB's choice.
 #[test]
