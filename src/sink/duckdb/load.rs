@@ -44,6 +44,7 @@ impl DuckDbSink {
                 statements,
                 staged_key_range: staged_key_range(table),
                 new_keys_only,
+                last_held_stored: std::cell::Cell::new(false),
             }
         });
         // A batch of new keys goes in whole, whatever its size: only a merge
@@ -82,14 +83,17 @@ impl DuckDbSink {
         if !keys_are_distinct(table, &keys)? {
             return Ok(AllNew::NotProbed);
         }
-        if let Some(bounds) = key_bounds(&keys)
+        if !merge.last_held_stored.get()
+            && let Some(bounds) = key_bounds(&keys)
             && !self.any_staged_key_stored(table, &new_keys_only.stored_in_range, &Some(bounds))?
         {
             return self.append_new_rows(table, batch.clone(), seq).map(AllNew::Appended);
         }
         self.stage(table, &new_keys_only.create_key_stage, keys)?;
         let range = self.staged_key_range(table, merge.staged_key_range.as_deref())?;
-        if self.any_staged_key_stored(table, &new_keys_only.probe, &range)? {
+        let some_stored = self.any_staged_key_stored(table, &new_keys_only.probe, &range)?;
+        merge.last_held_stored.set(some_stored);
+        if some_stored {
             return Ok(AllNew::SomeStored);
         }
         self.append_new_rows(table, batch.clone(), seq).map(AllNew::Appended)

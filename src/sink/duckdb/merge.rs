@@ -28,6 +28,11 @@ pub(super) struct Merge {
     /// row against 1 for the probe and 3 for the plain insert, and a
     /// backfill's keys are all new.
     pub(super) new_keys_only: Option<NewKeysOnly>,
+    /// Whether the table's last probed batch held a stored key: the next is
+    /// then staged and probed without [`NewKeysOnly::stored_in_range`] first,
+    /// since a run that reads again what is stored finds rows in every range
+    /// and the look would be a statement spent for nothing.
+    pub(super) last_held_stored: std::cell::Cell<bool>,
 }
 
 /// One statement of a load.
@@ -106,7 +111,10 @@ pub(super) fn key_bounds(keys: &RecordBatch) -> Option<Vec<Option<String>>> {
             DataType::Utf8 => {
                 let text = column.as_string::<i32>();
                 let owned = |v: Option<&str>| v.map(str::to_owned);
-                (owned(arrow::compute::min_string(text)), owned(arrow::compute::max_string(text)))
+                (
+                    owned(arrow::compute::min_string(text)),
+                    owned(arrow::compute::max_string(text)),
+                )
             }
             DataType::Int64 => {
                 let ints = column.as_primitive::<Int64Type>();
@@ -127,7 +135,11 @@ pub(super) fn key_bounds(keys: &RecordBatch) -> Option<Vec<Option<String>>> {
                 let (least, greatest) = (arrow::compute::min(micros), arrow::compute::max(micros));
                 let text = |us: i64| {
                     let at = chrono::DateTime::from_timestamp_micros(us)?;
-                    Some(format!("{} {}+00", date_text(at.date_naive())?, at.format("%H:%M:%S%.6f")))
+                    Some(format!(
+                        "{} {}+00",
+                        date_text(at.date_naive())?,
+                        at.format("%H:%M:%S%.6f")
+                    ))
                 };
                 match (least, greatest) {
                     (Some(l), Some(g)) => (Some(text(l)?), Some(text(g)?)),
@@ -144,7 +156,9 @@ pub(super) fn key_bounds(keys: &RecordBatch) -> Option<Vec<Option<String>>> {
 /// `date` as DuckDB reads a date, for the years its text form is plain in.
 fn date_text(date: chrono::NaiveDate) -> Option<String> {
     use chrono::Datelike;
-    (1..=9999).contains(&date.year()).then(|| date.format("%Y-%m-%d").to_string())
+    (1..=9999)
+        .contains(&date.year())
+        .then(|| date.format("%Y-%m-%d").to_string())
 }
 
 /// `CREATE OR REPLACE` of `table`'s staging table: its columns, JSON as text.

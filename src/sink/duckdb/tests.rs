@@ -159,17 +159,40 @@ fn a_batch_of_new_keys_is_appended_and_one_with_stored_keys_merged() {
 fn a_stored_key_at_a_batchs_bound_is_found() {
     let dir = tempfile::tempdir().unwrap();
     let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
-    let mut commit = |batch: TableBatch| {
+    fn commit(sink: &mut DuckDbSink, batch: TableBatch) -> u64 {
         sink.commit(Commit {
             batches: vec![batch],
             checkpoints: Vec::new(),
         })
         .unwrap()
         .rows_written
+    }
+    let staged_columns = |sink: &DuckDbSink| -> i64 {
+        sink.conn
+            .query_row(
+                "SELECT count(*) FROM duckdb_columns() WHERE table_name = '_stage_prices_daily'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
     };
-    assert_eq!(commit(price_days((0..200).map(|d| (d, 1.0)))), 200);
-    assert_eq!(commit(price_days((199..400).map(|d| (d, 2.0)))), 201, "day 199 merged");
-    assert_eq!(commit(price_days((-200..1).map(|d| (d, 3.0)))), 201, "day 0 merged");
+    assert_eq!(commit(&mut sink, price_days((0..200).map(|d| (d, 1.0)))), 200);
+    assert_eq!(staged_columns(&sink), 0, "appended without staging");
+    assert_eq!(
+        commit(&mut sink, price_days((199..400).map(|d| (d, 2.0)))),
+        201,
+        "day 199 merged"
+    );
+    // After a batch that held a stored key, the next one's keys are staged
+    // and probed without looking at their range first; found all new, the
+    // batch after it is looked at again.
+    assert_eq!(commit(&mut sink, price_days((1000..1200).map(|d| (d, 4.0)))), 200);
+    assert_eq!(staged_columns(&sink), 2, "the keys staged, to probe");
+    assert_eq!(
+        commit(&mut sink, price_days((-200..1).map(|d| (d, 3.0)))),
+        201,
+        "day 0 merged"
+    );
     let t0 = chrono::DateTime::parse_from_rfc3339("2026-11-25T23:00:00.123457Z")
         .unwrap()
         .to_utc();
@@ -184,26 +207,39 @@ fn a_stored_key_at_a_batchs_bound_is_found() {
         }
         TableBatch::build(b).unwrap()
     };
-    assert_eq!(commit(revisions(0..200, "first")), 200);
-    assert_eq!(commit(revisions(199..400, "second")), 200, "the stored revision kept");
-    assert_eq!(commit(revisions(-200..1, "third")), 200, "the stored revision kept");
+    assert_eq!(commit(&mut sink, revisions(0..200, "first")), 200);
+    assert_eq!(
+        commit(&mut sink, revisions(199..400, "second")),
+        200,
+        "the stored revision kept"
+    );
+    assert_eq!(commit(&mut sink, revisions(1000..1200, "fourth")), 200);
+    assert_eq!(
+        commit(&mut sink, revisions(-200..1, "third")),
+        200,
+        "the stored revision kept"
+    );
     let one = |sql: &str| -> String { sink.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
     assert_eq!(
         one("SELECT count(*)::VARCHAR || ' ' || count(DISTINCT date)::VARCHAR FROM prices_daily"),
-        "600 600"
+        "800 800"
     );
     assert_eq!(
-        one("SELECT string_agg(close::VARCHAR, ' ' ORDER BY date) FROM prices_daily \
-             WHERE date IN (DATE '1950-01-01', DATE '1950-07-19')"),
+        one(
+            "SELECT string_agg(close::VARCHAR, ' ' ORDER BY date) FROM prices_daily \
+             WHERE date IN (DATE '1950-01-01', DATE '1950-07-19')"
+        ),
         "3.0 2.0"
     );
     assert_eq!(
         one("SELECT count(*)::VARCHAR || ' ' || count(DISTINCT updated_at)::VARCHAR FROM news_headline_revisions"),
-        "600 600"
+        "800 800"
     );
     assert_eq!(
-        one("SELECT string_agg(headline, ' ' ORDER BY updated_at) FROM news_headline_revisions \
-             WHERE updated_at IN (TIMESTAMPTZ '2026-11-25 23:00:00.123457+00', TIMESTAMPTZ '2026-11-25 23:00:00.123656+00')"),
+        one(
+            "SELECT string_agg(headline, ' ' ORDER BY updated_at) FROM news_headline_revisions \
+             WHERE updated_at IN (TIMESTAMPTZ '2026-11-25 23:00:00.123457+00', TIMESTAMPTZ '2026-11-25 23:00:00.123656+00')"
+        ),
         "first first"
     );
 }
@@ -230,7 +266,14 @@ fn key_bounds_are_exact_or_absent() {
     let text = |v: &[Option<&str>]| v.iter().map(|b| b.map(str::to_owned)).collect::<Vec<_>>();
     assert_eq!(
         bounds,
-        Some(text(&[Some("B"), Some("é"), Some("-3"), Some("9223372036854775807"), None, None]))
+        Some(text(&[
+            Some("B"),
+            Some("é"),
+            Some("-3"),
+            Some("9223372036854775807"),
+            None,
+            None
+        ]))
     );
     assert_eq!(
         merge::key_bounds(&batch(vec![std::sync::Arc::new(Float64Array::from(vec![0.1, 0.2]))])),
