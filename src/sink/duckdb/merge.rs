@@ -104,51 +104,50 @@ pub(super) fn keys_are_distinct(table: &TableDef, keys: &RecordBatch) -> Result<
 /// holds only nulls.
 pub(super) fn key_bounds(keys: &RecordBatch) -> Option<Vec<Option<String>>> {
     use arrow::array::AsArray;
+    use arrow::compute::{max, max_string, min, min_string};
     use arrow::datatypes::{DataType, Date32Type, Int64Type, TimeUnit, TimestampMicrosecondType};
+    // Both bounds as text, or `None` when either has no exact text.
+    fn as_text<T>(
+        least: Option<T>,
+        greatest: Option<T>,
+        text: impl Fn(T) -> Option<String>,
+    ) -> Option<[Option<String>; 2]> {
+        match (least, greatest) {
+            (Some(l), Some(g)) => Some([Some(text(l)?), Some(text(g)?)]),
+            _ => Some([None, None]),
+        }
+    }
     let mut bounds = Vec::with_capacity(2 * keys.num_columns());
     for column in keys.columns() {
-        let (least, greatest) = match column.data_type() {
+        let both = match column.data_type() {
             DataType::Utf8 => {
                 let text = column.as_string::<i32>();
-                let owned = |v: Option<&str>| v.map(str::to_owned);
-                (
-                    owned(arrow::compute::min_string(text)),
-                    owned(arrow::compute::max_string(text)),
-                )
+                as_text(min_string(text), max_string(text), |v| Some(v.to_owned()))
             }
             DataType::Int64 => {
                 let ints = column.as_primitive::<Int64Type>();
-                let text = |v: Option<i64>| v.map(|v| v.to_string());
-                (text(arrow::compute::min(ints)), text(arrow::compute::max(ints)))
+                as_text(min(ints), max(ints), |v| Some(v.to_string()))
             }
             DataType::Date32 => {
                 let days = column.as_primitive::<Date32Type>();
-                let (least, greatest) = (arrow::compute::min(days), arrow::compute::max(days));
-                let text = |d: i32| date_text(arrow::temporal_conversions::date32_to_datetime(d)?.date());
-                match (least, greatest) {
-                    (Some(l), Some(g)) => (Some(text(l)?), Some(text(g)?)),
-                    _ => (None, None),
-                }
+                as_text(min(days), max(days), |d| {
+                    date_text(arrow::temporal_conversions::date32_to_datetime(d)?.date())
+                })
             }
             DataType::Timestamp(TimeUnit::Microsecond, Some(tz)) if tz.as_ref() == "UTC" => {
                 let micros = column.as_primitive::<TimestampMicrosecondType>();
-                let (least, greatest) = (arrow::compute::min(micros), arrow::compute::max(micros));
-                let text = |us: i64| {
+                as_text(min(micros), max(micros), |us| {
                     let at = chrono::DateTime::from_timestamp_micros(us)?;
                     Some(format!(
                         "{} {}+00",
                         date_text(at.date_naive())?,
                         at.format("%H:%M:%S%.6f")
                     ))
-                };
-                match (least, greatest) {
-                    (Some(l), Some(g)) => (Some(text(l)?), Some(text(g)?)),
-                    _ => (None, None),
-                }
+                })
             }
-            _ => return None,
-        };
-        bounds.extend([least, greatest]);
+            _ => None,
+        }?;
+        bounds.extend(both);
     }
     Some(bounds)
 }
@@ -248,14 +247,11 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<Statement>, Option<NewK
         )
     };
     // What replaces a merge by key when no staged key is stored.
+    let keys_in_range = key_range(table, "", 1, usize::MAX).unwrap_or_else(|| "true".into());
     let new_keys_only = || NewKeysOnly {
-        stored_in_range: format!(
-            "SELECT EXISTS (SELECT 1 FROM {target} WHERE {})",
-            key_range(table, "", 1, usize::MAX).unwrap_or_else(|| "true".into())
-        ),
+        stored_in_range: format!("SELECT EXISTS (SELECT 1 FROM {target} WHERE {keys_in_range})"),
         probe: format!(
-            "SELECT EXISTS (SELECT 1 FROM {stage} s JOIN (SELECT * FROM {target} WHERE {}) t ON {})",
-            key_range(table, "", 1, usize::MAX).unwrap_or_else(|| "true".into()),
+            "SELECT EXISTS (SELECT 1 FROM {stage} s JOIN (SELECT * FROM {target} WHERE {keys_in_range}) t ON {})",
             key_eq("s", "t", &key)
         ),
         insert: format!(
