@@ -83,14 +83,19 @@ impl DuckDbSink {
         if !keys_are_distinct(table, &keys)? {
             return Ok(AllNew::NotProbed);
         }
+        let bounds = key_bounds(&keys);
         if !merge.last_held_stored.get()
-            && let Some(bounds) = key_bounds(&keys)
-            && !self.any_staged_key_stored(table, &new_keys_only.stored_in_range, &Some(bounds))?
+            && bounds.is_some()
+            && !self.any_staged_key_stored(table, &new_keys_only.stored_in_range, &bounds)?
         {
             return self.append_new_rows(table, batch.clone(), seq).map(AllNew::Appended);
         }
         self.stage(table, &new_keys_only.create_key_stage, keys)?;
-        let range = self.staged_key_range(table, merge.staged_key_range.as_deref())?;
+        // The staged keys' range is the batch's, when it has an exact text.
+        let range = match bounds {
+            Some(bounds) => Some(bounds),
+            None => self.staged_key_range(table, merge.staged_key_range.as_deref())?,
+        };
         let some_stored = self.any_staged_key_stored(table, &new_keys_only.probe, &range)?;
         merge.last_held_stored.set(some_stored);
         if some_stored {
