@@ -103,13 +103,41 @@ pub struct TableDef {
     /// How the lake splits the table into hive partitions; `None` for tables
     /// small enough to be one partition.
     pub lake_partition: Option<LakePartition>,
-    /// Columns stored with ZSTD (`raw` is one of every table's): long JSON
-    /// records, on which DuckDB's own choice is slow and large (BENCHMARKS.md,
-    /// "Stored compression of raw"), and distinct strings of a few hundred
-    /// bytes that fill row groups, whose dictionary analysis holds a copy of
-    /// the whole column in memory (BENCHMARKS.md, "Twelfth session"). Fixed
-    /// when the column is created.
-    pub zstd: &'static [&'static str],
+    /// Columns stored with one compression rather than DuckDB's choice
+    /// among all it has, fixed when the column is created. Every lineage
+    /// table's `_run_id` and `_route` are [`Compression::Dictionary`] too
+    /// ([`TableDef::compression_of`]).
+    pub compression: &'static [(&'static str, Compression)],
+}
+
+/// How a column is stored when its table names it ([`TableDef::compression`]).
+/// DuckDB otherwise analyses every method it has on each row group it
+/// writes and keeps the smallest; for these columns the winner is known, and
+/// the other analyses were a tenth of the writer's time in a backfill
+/// (BENCHMARKS.md, "Twentieth session").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Long JSON records and text: DuckDB's own choice is slow and large on
+    /// them (BENCHMARKS.md, "Stored compression of raw"), and the dictionary
+    /// analysis of distinct strings of a few hundred bytes holds a copy of a
+    /// row group's column in memory (BENCHMARKS.md, "Twelfth session").
+    Zstd,
+    /// Short text that is mostly distinct: ids, headlines, URLs, a price
+    /// bar's record.
+    Fsst,
+    /// Labels and keys that repeat: sources, companies, symbols.
+    Dictionary,
+}
+
+impl Compression {
+    /// The name DuckDB's `USING COMPRESSION` takes.
+    pub fn sql(self) -> &'static str {
+        match self {
+            Compression::Zstd => "zstd",
+            Compression::Fsst => "fsst",
+            Compression::Dictionary => "dictionary",
+        }
+    }
 }
 
 /// A lake partition: the year (`year`, an integer) or month (`month`, text
@@ -168,6 +196,17 @@ impl TableDef {
         self.columns.iter().chain(lineage.iter())
     }
 
+    /// How `column` is stored when it is not DuckDB's choice: as the table
+    /// names it, or for the lineage columns that repeat a run's and a
+    /// request's name, with a dictionary.
+    pub fn compression_of(&self, column: &str) -> Option<Compression> {
+        self.compression
+            .iter()
+            .find(|(name, _)| *name == column)
+            .map(|&(_, compression)| compression)
+            .or_else(|| (self.lineage && ["_run_id", "_route"].contains(&column)).then_some(Compression::Dictionary))
+    }
+
     pub fn arrow_schema(&self) -> SchemaRef {
         let fields: Vec<Field> = self
             .all_columns()
@@ -190,6 +229,6 @@ impl TableDef {
         keep_stored: &[],
         newer_by: None,
         lake_partition: None,
-        zstd: &[],
+        compression: &[],
     };
 }

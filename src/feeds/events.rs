@@ -13,6 +13,7 @@ use super::{
 };
 use crate::batch::table;
 use crate::records::Rows;
+use crate::tables::Compression::Zstd;
 use crate::tables::{LakePartition, LoadRule};
 
 /// `GET /companies/{id}/events` (newest first), `/events/wire` and `/events/latest`.
@@ -65,7 +66,7 @@ table! {
     load: LoadRule::Upsert,
     keep_stored: &["symbol", "name", "headline"],
     lake_partition: Some(LakePartition::Year("filing_date")),
-    zstd: &["raw"],
+    compression: &[("raw", Zstd)],
 }
 
 table! {
@@ -78,7 +79,7 @@ table! {
     }
     key: &["accession", "item"],
     load: LoadRule::InsertOnce,
-    zstd: &["text", "raw"],
+    compression: &[("text", Zstd), ("raw", Zstd)],
 }
 
 /// Where events are stored, for the queries that size and steer requests.

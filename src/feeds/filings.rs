@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 use super::{Document, DocumentParts, Feed, Fetch, Params, Part, Stored, StoredParts, parse_body, route_param};
 use crate::batch::table;
 use crate::records::Rows;
+use crate::tables::Compression::Zstd;
 use crate::tables::{LakePartition, LoadRule};
 
 /// `GET /companies/{id}/filing-notes`, newest first.
@@ -69,7 +70,7 @@ table! {
     }
     key: &["accession", "section_key"],
     load: LoadRule::InsertOnce,
-    zstd: &["text", "raw"],
+    compression: &[("text", Zstd), ("raw", Zstd)],
 }
 
 pub static FEED: Feed = Feed {

@@ -293,8 +293,8 @@ mod tests {
                 "{}",
                 t.name
             );
-            for c in t.zstd {
-                assert!(t.all_columns().any(|k| k.name == *c), "{}: zstd {c}", t.name);
+            for (c, _) in t.compression {
+                assert!(t.all_columns().any(|k| k.name == *c), "{}: compression of {c}", t.name);
             }
             for c in t.keep_stored.iter().chain(t.newer_by.iter()) {
                 assert!(

@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 use super::{Arrival, Feed, Fetch, Params, Tape, TapeHead, nothing_more, page_limit, parse_body, route_param};
 use crate::batch::table;
 use crate::records::Rows;
+use crate::tables::Compression::{Dictionary, Fsst, Zstd};
 use crate::tables::{LakePartition, LoadRule};
 
 /// A news feed page (`/news/feed`, `/companies/{id}/news`, `/news/search`, stream frames).
@@ -136,7 +137,19 @@ table! {
     keep_stored: &["snippet", "body", "url", "form"],
     newer_by: Some("updated_at"),
     lake_partition: Some(LakePartition::Month("published_at")),
-    zstd: &["raw"],
+    compression: &[
+        ("raw", Zstd),
+        ("id", Fsst),
+        ("headline", Fsst),
+        ("snippet", Fsst),
+        ("body", Fsst),
+        ("url", Fsst),
+        ("source_id", Dictionary),
+        ("source_name", Dictionary),
+        ("licence_class", Dictionary),
+        ("attribution", Dictionary),
+        ("display_policy", Dictionary),
+    ],
 }
 
 table! {
@@ -149,7 +162,7 @@ table! {
     key: &["id", "updated_at"],
     load: LoadRule::Append,
     lake_partition: Some(LakePartition::Month("updated_at")),
-    zstd: &["raw"],
+    compression: &[("raw", Zstd), ("id", Fsst), ("headline", Fsst)],
 }
 
 table! {

@@ -7,6 +7,7 @@ use serde_json::value::RawValue;
 use super::{Feed, Fetch, Params, PerCompany, parse_body};
 use crate::batch::table;
 use crate::records::Rows;
+use crate::tables::Compression::{Dictionary, Fsst};
 use crate::tables::{LakePartition, LoadRule};
 
 #[derive(Debug, Deserialize)]
@@ -46,6 +47,7 @@ table! {
     key: &["company_key", "date"],
     load: LoadRule::Upsert,
     lake_partition: Some(LakePartition::Year("date")),
+    compression: &[("raw", Fsst), ("company_key", Dictionary), ("symbol", Dictionary)],
 }
 
 pub static FEED: Feed = Feed {

@@ -44,11 +44,10 @@ impl DuckDbSink {
                 .all_columns()
                 .map(|c| {
                     let not_null = if table.key.contains(&c.name) { " NOT NULL" } else { "" };
-                    let compression = if table.zstd.contains(&c.name) {
-                        " USING COMPRESSION zstd"
-                    } else {
-                        ""
-                    };
+                    let compression = table
+                        .compression_of(c.name)
+                        .map(|m| format!(" USING COMPRESSION {}", m.sql()))
+                        .unwrap_or_default();
                     format!("{} {}{compression}{not_null}", ident(c.name), c.ty.sql())
                 })
                 .collect();

@@ -281,10 +281,13 @@ fn key_bounds_are_exact_or_absent() {
     );
 }
 
-/// News items' `raw` is stored with ZSTD, in both tables it goes to,
-/// loaded the way a backfill loads it; a price bar's stays DuckDB's choice.
+/// Each column a table names is stored with its compression, loaded the way
+/// a backfill loads it: news items' `raw` with ZSTD in both tables it goes
+/// to, their text with FSST and their labels with a dictionary; a price
+/// bar's `raw` with FSST and every lineage table's `_run_id` with a
+/// dictionary.
 #[test]
-fn news_raw_records_are_stored_with_zstd_and_price_bars_with_duckdbs_choice() {
+fn named_columns_are_stored_with_their_compression() {
     let dir = tempfile::tempdir().unwrap();
     let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
     let mut rows = crate::records::Rows::new("run-1", "/api/v1/news/feed", Utc::now());
@@ -308,18 +311,33 @@ fn news_raw_records_are_stored_with_zstd_and_price_bars_with_duckdbs_choice() {
     })
     .unwrap();
     sink.conn.execute_batch("CHECKPOINT").unwrap();
-    let raw_compression = |table: &str| raw_compression(&sink.conn, table);
-    assert_eq!(raw_compression("news_items"), "ZSTD");
-    assert_eq!(raw_compression("news_headline_revisions"), "ZSTD");
-    assert_ne!(raw_compression("prices_daily"), "ZSTD");
+    for (table, column, stored) in [
+        ("news_items", "raw", "ZSTD"),
+        ("news_headline_revisions", "raw", "ZSTD"),
+        ("news_items", "headline", "FSST"),
+        ("news_items", "url", "FSST"),
+        ("news_headline_revisions", "id", "FSST"),
+        ("news_items", "source_name", "Dictionary"),
+        ("news_items", "_run_id", "Dictionary"),
+        ("prices_daily", "raw", "FSST"),
+        ("prices_daily", "company_key", "Dictionary"),
+        ("prices_daily", "_route", "Dictionary"),
+    ] {
+        assert_eq!(compression(&sink.conn, table, column), stored, "{table}.{column}");
+    }
 }
 
 /// The compressions `table`'s `raw` column is stored with, in order.
 fn raw_compression(conn: &Connection, table: &str) -> String {
+    compression(conn, table, "raw")
+}
+
+/// The compressions `table`'s `column` is stored with, in order.
+fn compression(conn: &Connection, table: &str, column: &str) -> String {
     conn.query_row(
         &format!(
             "SELECT string_agg(DISTINCT compression, ', ' ORDER BY compression) FROM pragma_storage_info('{table}') \
-             WHERE column_name = 'raw' AND segment_type <> 'VALIDITY'"
+             WHERE column_name = '{column}' AND segment_type <> 'VALIDITY'"
         ),
         [],
         |r| r.get(0),
