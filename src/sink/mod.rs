@@ -50,6 +50,8 @@ pub enum SinkError {
     Batch(#[from] crate::batch::BatchError),
     #[error("the warehouse writer stopped")]
     Closed,
+    #[error("not committed: a commit queued before it failed; the next run reads its rows again")]
+    EarlierCommitFailed,
     #[error(transparent)]
     Locked(#[from] lock::LockError),
     #[error(
@@ -150,6 +152,36 @@ pub struct SinkHandle {
     last_commit: Arc<std::sync::Mutex<Option<Instant>>>,
 }
 
+/// Commits queued on the writer one behind another ([`SinkHandle::queue_commit`]):
+/// after one fails, the later ones do not run, so none can land a
+/// checkpoint past rows that were rolled back.
+#[derive(Debug, Clone, Default)]
+pub struct CommitChain {
+    broken: Arc<AtomicBool>,
+}
+
+/// A commit handed to the writer: resolves once it landed (or was held),
+/// with what it wrote.
+#[derive(Debug)]
+pub struct QueuedCommit {
+    landed: tokio::sync::oneshot::Receiver<Result<CommitStats, SinkError>>,
+    last_commit: Arc<std::sync::Mutex<Option<Instant>>>,
+}
+
+impl std::future::Future for QueuedCommit {
+    type Output = Result<CommitStats, SinkError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let landed = std::task::ready!(std::pin::Pin::new(&mut self.landed).poll(cx));
+        let result = landed.unwrap_or(Err(SinkError::Closed));
+        if let Ok(stats) = &result {
+            *self.last_commit.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            crate::metrics::rows_written(stats.rows_written, &stats.per_table);
+        }
+        std::task::Poll::Ready(result)
+    }
+}
+
 /// Marks the writer thread ended when dropped.
 struct WriterAlive(Arc<AtomicBool>);
 
@@ -224,10 +256,6 @@ impl SinkHandle {
             .map(|at| at.elapsed())
     }
 
-    fn committed(&self) {
-        *self.last_commit.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-    }
-
     /// Runs `f` on the writer thread and returns its result.
     pub async fn call<R: Send + 'static>(
         &self,
@@ -252,19 +280,47 @@ impl SinkHandle {
     }
 
     pub async fn commit(&self, commit: Commit) -> Result<CommitStats, SinkError> {
-        let stats = self.call(move |sink| sink.commit(commit)).await??;
-        self.committed();
-        crate::metrics::rows_written(stats.rows_written, &stats.per_table);
-        Ok(stats)
+        self.queue_commit(commit, false, &CommitChain::default())?.await
     }
 
     /// A commit that may wait for later ones in the same transaction
     /// ([`DuckDbSink::commit_held`]); [`SinkHandle::commit_held_now`] ends the wait.
     pub async fn commit_held(&self, commit: Commit) -> Result<CommitStats, SinkError> {
-        let stats = self.call(move |sink| sink.commit_held(commit)).await??;
-        self.committed();
-        crate::metrics::rows_written(stats.rows_written, &stats.per_table);
-        Ok(stats)
+        self.queue_commit(commit, true, &CommitChain::default())?.await
+    }
+
+    /// Hands `commit` (held, with `hold`) to the writer behind the jobs
+    /// already queued, without waiting for it: the caller prepares the next
+    /// commit meanwhile, and the writer starts it as this one ends. It runs
+    /// only if every earlier commit of `chain` succeeded.
+    ///
+    /// # Errors
+    /// When the writer has stopped.
+    pub fn queue_commit(&self, commit: Commit, hold: bool, chain: &CommitChain) -> Result<QueuedCommit, SinkError> {
+        let (tx, landed) = tokio::sync::oneshot::channel();
+        let broken = chain.broken.clone();
+        let job: Job = Box::new(move |sink| {
+            let result = if broken.load(Ordering::Relaxed) {
+                Err(SinkError::EarlierCommitFailed)
+            } else {
+                sink.and_then(|sink| {
+                    if hold {
+                        sink.commit_held(commit)
+                    } else {
+                        sink.commit(commit)
+                    }
+                })
+            };
+            if result.is_err() {
+                broken.store(true, Ordering::Relaxed);
+            }
+            let _ = tx.send(result);
+        });
+        self.jobs.send(Message::Job(job)).map_err(|_| SinkError::Closed)?;
+        Ok(QueuedCommit {
+            landed,
+            last_commit: self.last_commit.clone(),
+        })
     }
 
     /// Commits what [`SinkHandle::commit_held`] left waiting, if anything.

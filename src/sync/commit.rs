@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{Progress, SyncError, Syncer};
 use crate::records::Rows;
 use crate::sink::policy::CommitPolicy;
-use crate::sink::{Checkpoint, Commit, SinkError, TableBatch};
+use crate::sink::{Checkpoint, Commit, CommitChain, CommitStats, QueuedCommit, SinkError, TableBatch};
 
 /// What a fetch side hands to [`Syncer::commit_as_fetched`]: one response's
 /// rows and the checkpoints they complete, or the error that ends the run.
@@ -94,6 +94,25 @@ impl Syncer {
         progress: &mut Progress,
         hold: bool,
     ) -> Result<(), SinkError> {
+        let commit = self.prepare_commit(run_id, pages, checkpoints, progress).await?;
+        let stats = if hold {
+            self.sink.commit_held(commit).await?
+        } else {
+            self.sink.commit(commit).await?
+        };
+        progress.rows_written += stats.rows_written;
+        Ok(())
+    }
+
+    /// Several pages' rows as one commit: one batch per table, the request
+    /// log so far, and the checkpoints that cover them.
+    async fn prepare_commit(
+        &self,
+        run_id: &str,
+        pages: Vec<Rows>,
+        checkpoints: Vec<Checkpoint>,
+        progress: &mut Progress,
+    ) -> Result<Commit, SinkError> {
         let several = pages.len() > 1;
         let mut batches = Vec::new();
         for rows in pages {
@@ -109,14 +128,7 @@ impl Syncer {
             batches = unless_cancelled(coalesced).ok_or(SinkError::Closed)??;
         }
         batches.extend(self.bookkeeping(run_id)?);
-        let commit = Commit { batches, checkpoints };
-        let stats = if hold {
-            self.sink.commit_held(commit).await?
-        } else {
-            self.sink.commit(commit).await?
-        };
-        progress.rows_written += stats.rows_written;
-        Ok(())
+        Ok(Commit { batches, checkpoints })
     }
 
     /// Runs `fetch`, which sends what it fetched in order, while committing
@@ -160,6 +172,10 @@ impl Syncer {
     /// failed commit drops it, which stops the fetching (borrowed, it would
     /// outlive the failure and leave the fetch side waiting for room in a full
     /// channel forever).
+    ///
+    /// While the writer loads one group, the next is gathered, prepared and
+    /// queued behind it, so the writer goes from one to the next without
+    /// waiting for either (BENCHMARKS.md, "Twentieth session").
     pub(super) async fn commit_fetched(
         &self,
         run_id: &str,
@@ -169,7 +185,20 @@ impl Syncer {
         room: &tokio::sync::Semaphore,
     ) -> Result<(), SyncError> {
         let policy = self.policy();
-        while let Some(first) = done_rx.recv().await {
+        let chain = CommitChain::default();
+        // The group on the writer, with the room its rows take until it lands.
+        let mut writing: Option<(QueuedCommit, u32)> = None;
+        loop {
+            let first = tokio::select! {
+                received = done_rx.recv() => received,
+                landed = landing(&mut writing) => {
+                    landed_in(landed, room, progress)?;
+                    continue;
+                }
+            };
+            let Some(first) = first else {
+                break;
+            };
             let mut pages = Vec::new();
             let mut covered = Vec::new();
             let mut failure = None;
@@ -202,22 +231,73 @@ impl Syncer {
                 // backfill ran 505 loads of three pages, which kept the writer
                 // busy and took from the fetching the core it shares
                 // (BENCHMARKS.md, Ingest). Two price histories are enough: the
-                // writer is what they wait for, and it must not idle.
+                // writer is what they wait for, and it must not idle. The
+                // group on the writer gives its room back as it lands, which
+                // the fetch side may be waiting for.
                 if next.is_none() && all_bulk && group_rows < policy.bulk_group_rows {
-                    next = tokio::time::timeout(policy.bulk_group_wait, done_rx.recv())
-                        .await
-                        .ok()
-                        .flatten();
+                    let waited = tokio::time::sleep(policy.bulk_group_wait);
+                    tokio::pin!(waited);
+                    next = loop {
+                        tokio::select! {
+                            received = done_rx.recv() => break received,
+                            () = &mut waited => break None,
+                            landed = landing(&mut writing) => landed_in(landed, room, progress)?,
+                        }
+                    };
                 }
             }
-            if !pages.is_empty() {
-                self.commit_pages(run_id, pages, covered, progress, all_bulk).await?;
+            if pages.is_empty() {
+                room.add_permits(kib as usize);
+            } else {
+                let commit = self.prepare_commit(run_id, pages, covered, progress).await?;
+                let queued = self.sink.queue_commit(commit, all_bulk, &chain)?;
+                if let Some(previous) = writing.replace((queued, kib)) {
+                    land(previous, room, progress).await?;
+                }
             }
-            room.add_permits(kib as usize);
             if let Some(e) = failure {
+                if let Some(last) = writing.take() {
+                    land(last, room, progress).await?;
+                }
                 return Err(e);
             }
         }
+        if let Some(last) = writing.take() {
+            land(last, room, progress).await?;
+        }
         Ok(())
     }
+}
+
+/// The group on the writer once it lands, with the room it took; never,
+/// when no group is there.
+async fn landing(writing: &mut Option<(QueuedCommit, u32)>) -> (Result<CommitStats, SinkError>, u32) {
+    match writing {
+        Some((queued, _)) => {
+            let landed = queued.await;
+            let kib = writing.take().map_or(0, |(_, kib)| kib);
+            (landed, kib)
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Waits for a group on the writer to land, then counts it as [`landed_in`] does.
+async fn land(
+    (queued, kib): (QueuedCommit, u32),
+    room: &tokio::sync::Semaphore,
+    progress: &mut Progress,
+) -> Result<(), SyncError> {
+    landed_in((queued.await, kib), room, progress)
+}
+
+/// Counts a landed group's rows and gives its room back to the fetch side.
+fn landed_in(
+    (landed, kib): (Result<CommitStats, SinkError>, u32),
+    room: &tokio::sync::Semaphore,
+    progress: &mut Progress,
+) -> Result<(), SyncError> {
+    progress.rows_written += landed?.rows_written;
+    room.add_permits(kib as usize);
+    Ok(())
 }
