@@ -113,8 +113,8 @@ pub struct TableDef {
 /// How a column is stored when its table names it ([`TableDef::compression`]).
 /// DuckDB otherwise analyses every method it has on each row group it
 /// writes and keeps the smallest; for these columns the winner is known, and
-/// the other analyses were a tenth of the writer's time in a backfill
-/// (BENCHMARKS.md, "Twentieth session").
+/// analysing the others was most of a fifth of the writer's time in a
+/// backfill (BENCHMARKS.md, "Twentieth session").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
     /// Long JSON records and text: DuckDB's own choice is slow and large on

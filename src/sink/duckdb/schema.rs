@@ -1,9 +1,11 @@
 //! The warehouse's schema: every table of the catalogue, the commit log,
 //! and the point-in-time macro views.
 
+use super::settings::WAREHOUSE_ALIAS;
 use super::{COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, sql_err};
 use crate::feeds;
 use crate::sink::SinkError;
+use crate::tables::Compression;
 
 /// Point-in-time views over `macro_observations` (warehouse contract).
 ///
@@ -39,6 +41,7 @@ CREATE TABLE IF NOT EXISTS _sync_replaced (
 
 impl DuckDbSink {
     pub(super) fn create_schema(&self) -> Result<(), SinkError> {
+        let separate_fsst = self.writes_separate_fsst()?;
         for table in feeds::catalogue() {
             let mut cols: Vec<String> = table
                 .all_columns()
@@ -46,6 +49,7 @@ impl DuckDbSink {
                     let not_null = if table.key.contains(&c.name) { " NOT NULL" } else { "" };
                     let compression = table
                         .compression_of(c.name)
+                        .filter(|m| separate_fsst || *m == Compression::Zstd)
                         .map(|m| format!(" USING COMPRESSION {}", m.sql()))
                         .unwrap_or_default();
                     format!("{} {}{compression}{not_null}", ident(c.name), c.ty.sql())
@@ -101,6 +105,22 @@ impl DuckDbSink {
     /// Stores every table's and column's description ([`crate::schema`]) as
     /// `COMMENT ON`, where it is not already what is stored: BI tools and
     /// `duckdb_columns()` show them.
+    /// Whether the file's format writes DuckDB's FSST and dictionary
+    /// compressions: from v1.3.0 on it writes one that combines them, and a
+    /// table may not declare the older two (a file made with
+    /// `storage_version = "latest"` keeps DuckDB's choice for those columns).
+    fn writes_separate_fsst(&self) -> Result<bool, SinkError> {
+        let format: Option<String> = self
+            .conn
+            .query_row(
+                &format!("SELECT tags['storage_version'] FROM duckdb_databases() WHERE database_name = '{WAREHOUSE_ALIAS}'"),
+                [],
+                |r| r.get(0),
+            )
+            .map_err(sql_err("-", "reading the file's storage version"))?;
+        Ok(format.as_deref().and_then(major_minor).is_some_and(|v| v < (1, 3)))
+    }
+
     fn describe_tables(&self) -> Result<(), SinkError> {
         let context = ("_sync_runs", "describing the tables (COMMENT ON)");
         let stored: std::collections::HashSet<(String, String, String)> = self.rows(
@@ -122,5 +142,25 @@ impl DuckDbSink {
             return Ok(());
         }
         self.conn.execute_batch(&sql).map_err(sql_err(context.0, context.1))
+    }
+}
+
+/// The major and minor numbers of a storage version tag such as `v1.2.0+`.
+fn major_minor(tag: &str) -> Option<(u32, u32)> {
+    let mut parts = tag.strip_prefix('v')?.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.trim_end_matches(|c: char| !c.is_ascii_digit()).parse().ok()?;
+    Some((major, minor))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn storage_version_tags_read_as_major_and_minor() {
+        assert_eq!(super::major_minor("v1.2.0+"), Some((1, 2)));
+        assert_eq!(super::major_minor("v1.3.2"), Some((1, 3)));
+        assert_eq!(super::major_minor("v2.0+"), Some((2, 0)));
+        assert_eq!(super::major_minor("latest"), None);
+        assert_eq!(super::major_minor(""), None);
     }
 }
