@@ -113,7 +113,9 @@ impl DuckDbSink {
         let format: Option<String> = self
             .conn
             .query_row(
-                &format!("SELECT tags['storage_version'] FROM duckdb_databases() WHERE database_name = '{WAREHOUSE_ALIAS}'"),
+                &format!(
+                    "SELECT tags['storage_version'] FROM duckdb_databases() WHERE database_name = '{WAREHOUSE_ALIAS}'"
+                ),
                 [],
                 |r| r.get(0),
             )
@@ -149,7 +151,11 @@ impl DuckDbSink {
 fn major_minor(tag: &str) -> Option<(u32, u32)> {
     let mut parts = tag.strip_prefix('v')?.split('.');
     let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.trim_end_matches(|c: char| !c.is_ascii_digit()).parse().ok()?;
+    let minor = parts
+        .next()?
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
+        .parse()
+        .ok()?;
     Some((major, minor))
 }
 
