@@ -142,7 +142,6 @@ table! {
         ("id", Fsst),
         ("headline", Fsst),
         ("snippet", Fsst),
-        ("body", Fsst),
         ("url", Fsst),
         ("source_id", Dictionary),
         ("source_name", Dictionary),
