@@ -92,9 +92,10 @@ impl DuckDbSink {
         }
         self.stage(table, &new_keys_only.create_key_stage, keys)?;
         // The staged keys' range is the batch's, when it has an exact text.
-        let range = match bounds {
-            Some(bounds) => Some(bounds),
-            None => self.staged_key_range(table, merge.staged_key_range.as_deref())?,
+        let range = if bounds.is_some() {
+            bounds
+        } else {
+            self.staged_key_range(table, merge.staged_key_range.as_deref())?
         };
         let some_stored = self.any_staged_key_stored(table, &new_keys_only.probe, &range)?;
         merge.last_held_stored.set(some_stored);
