@@ -102,9 +102,6 @@ impl DuckDbSink {
         self.describe_tables()
     }
 
-    /// Stores every table's and column's description ([`crate::schema`]) as
-    /// `COMMENT ON`, where it is not already what is stored: BI tools and
-    /// `duckdb_columns()` show them.
     /// Whether the file's format writes DuckDB's FSST and dictionary
     /// compressions: from v1.3.0 on it writes one that combines them, and a
     /// table may not declare the older two (a file made with
@@ -123,6 +120,9 @@ impl DuckDbSink {
         Ok(format.as_deref().and_then(major_minor).is_some_and(|v| v < (1, 3)))
     }
 
+    /// Stores every table's and column's description ([`crate::schema`]) as
+    /// `COMMENT ON`, where it is not already what is stored: BI tools and
+    /// `duckdb_columns()` show them.
     fn describe_tables(&self) -> Result<(), SinkError> {
         let context = ("_sync_runs", "describing the tables (COMMENT ON)");
         let stored: std::collections::HashSet<(String, String, String)> = self.rows(
