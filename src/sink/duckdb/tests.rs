@@ -328,11 +328,6 @@ fn named_columns_are_stored_with_their_compression() {
     }
 }
 
-/// The compressions `table`'s `raw` column is stored with, in order.
-fn raw_compression(conn: &Connection, table: &str) -> String {
-    compression(conn, table, "raw")
-}
-
 /// The compressions `table`'s `column` is stored with, in order.
 fn compression(conn: &Connection, table: &str, column: &str) -> String {
     conn.query_row(
@@ -403,7 +398,7 @@ fn a_row_group_of_distinct_filing_records_appends_at_the_least_memory_limit() {
         .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
         .unwrap();
     assert_eq!(stored, filings as i64);
-    assert_eq!(raw_compression(&sink.conn, "events"), "ZSTD");
+    assert_eq!(compression(&sink.conn, "events", "raw"), "ZSTD");
 }
 
 /// A row group of distinct item texts of a few hundred bytes, appended at
