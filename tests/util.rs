@@ -137,7 +137,11 @@ pub async fn syncer(config: Config, clock: &Clock) -> Syncer {
         .api_key()
         .unwrap_or_else(|_| ApiKey::parse(TEST_KEY, "test").unwrap());
     let client = Client::new(&config.upstream, Some(key), clock.clone()).unwrap();
-    let sink = SinkHandle::open_duckdb(config.warehouse.duckdb.clone()).await.unwrap();
+    // With the `[warehouse]` options, as `fdsync sync` opens it.
+    let options = fdsync::sink::SinkOptions::from_config(&config.warehouse, "test");
+    let sink = SinkHandle::open_duckdb_with(config.warehouse.duckdb.clone(), options)
+        .await
+        .unwrap();
     Syncer {
         config,
         client,
