@@ -130,10 +130,11 @@ pub struct WarehouseConfig {
     pub release_when_idle_ms: u64,
     /// DuckDB's memory limit for the writer, in MiB: beyond it DuckDB spills
     /// to a temp folder beside the database instead of growing. At the
-    /// default the process peaks near 194 MiB backfilling 2,000 companies
-    /// and a million news items; 20 (the least) and 32 hold that backfill in
-    /// 149 and 161 MiB, but merges into tables other routes fill ran out of
-    /// memory at 32 and 48 (BENCHMARKS.md, "Fast and small at once").
+    /// default (64) the process peaks at 120-135 MiB backfilling 2,000
+    /// companies and a million news items, and at 32, the least, at 106-110
+    /// MiB. Below 32 DuckDB ran out of memory updating news items and events
+    /// another route had stored (BENCHMARKS.md, "Thirteenth session" and
+    /// "Where each benchmark stands").
     #[serde(default = "default_memory_limit_mb")]
     pub memory_limit_mb: u64,
     /// DuckDB's worker threads for the writer. Its statements are small
