@@ -12,7 +12,7 @@ use crate::config::{ApiKey, Config};
 use crate::emulator::{self, EmulatorConfig};
 use crate::feeds::Fetch;
 use crate::pipeline;
-use crate::sink::{SinkError, SinkHandle, SinkOptions};
+use crate::sink::{SinkError, SinkHandle};
 use crate::sync::{SyncError, Syncer};
 use crate::upstream::Client;
 
@@ -117,11 +117,7 @@ pub async fn syncer_at(
     let key = ApiKey::parse(key, "the emulator's key")?;
     let client = Client::new(&config.upstream, Some(key), clock.clone())
         .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
-    let sink = SinkHandle::open_duckdb_with(
-        warehouse.to_owned(),
-        SinkOptions::from_config(&config.warehouse, holder),
-    )
-    .await?;
+    let sink = SinkHandle::open_configured(&config.warehouse, holder).await?;
     Ok(Syncer {
         config,
         client,

@@ -33,12 +33,9 @@ async fn every_pipeline_loads_at_the_least_memory_limit() {
     let mut h = Harness::new(PlanLimits::scale(1_000_000_000, None), crate::util::UNIVERSE).await;
     h.syncer.sink.close().await;
     h.syncer.config.warehouse.memory_limit_mb = fdsync::config::MIN_MEMORY_LIMIT_MB;
-    h.syncer.sink = fdsync::sink::SinkHandle::open_duckdb_with(
-        h.syncer.config.warehouse.duckdb.clone(),
-        fdsync::sink::SinkOptions::from_config(&h.syncer.config.warehouse, "test"),
-    )
-    .await
-    .unwrap();
+    h.syncer.sink = fdsync::sink::SinkHandle::open_configured(&h.syncer.config.warehouse, "test")
+        .await
+        .unwrap();
     let (report, result) = h.syncer.run_once(&h.all_pipelines).await;
     result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
     for o in &report.outcomes {

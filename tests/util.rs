@@ -138,10 +138,7 @@ pub async fn syncer(config: Config, clock: &Clock) -> Syncer {
         .unwrap_or_else(|_| ApiKey::parse(TEST_KEY, "test").unwrap());
     let client = Client::new(&config.upstream, Some(key), clock.clone()).unwrap();
     // With the `[warehouse]` options, as `fdsync sync` opens it.
-    let options = fdsync::sink::SinkOptions::from_config(&config.warehouse, "test");
-    let sink = SinkHandle::open_duckdb_with(config.warehouse.duckdb.clone(), options)
-        .await
-        .unwrap();
+    let sink = SinkHandle::open_configured(&config.warehouse, "test").await.unwrap();
     Syncer {
         config,
         client,

@@ -201,6 +201,18 @@ impl SinkHandle {
         Self::open_duckdb_with(path, SinkOptions::default()).await
     }
 
+    /// Opens the warehouse `[warehouse]` names, with its options, for
+    /// `holder` (what the lock names to another writer).
+    ///
+    /// # Errors
+    /// When another writer holds it, or the file cannot be opened or its schema created.
+    pub async fn open_configured(
+        warehouse: &crate::config::WarehouseConfig,
+        holder: &str,
+    ) -> Result<SinkHandle, SinkError> {
+        Self::open_duckdb_with(warehouse.duckdb.clone(), SinkOptions::from_config(warehouse, holder)).await
+    }
+
     /// Opens the warehouse as [`open_duckdb`](Self::open_duckdb) does, with `options`.
     ///
     /// # Errors

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use fdsync::clock::Clock;
 use fdsync::config::Config;
 use fdsync::pipeline::Pipeline;
-use fdsync::sink::{SinkHandle, SinkOptions};
+use fdsync::sink::SinkHandle;
 use fdsync::sync::{SyncError, Syncer};
 use fdsync::upstream::Client;
 use tokio_util::sync::CancellationToken;
@@ -21,8 +21,7 @@ pub fn load_pipelines(config: &Config, names: Vec<String>) -> Result<Vec<Pipelin
 }
 
 pub async fn open_sink(config: &Config, holder: &str) -> Result<SinkHandle> {
-    let options = SinkOptions::from_config(&config.warehouse, holder);
-    let sink = SinkHandle::open_duckdb_with(config.warehouse.duckdb.clone(), options).await;
+    let sink = SinkHandle::open_configured(&config.warehouse, holder).await;
     Ok(sink.map_err(SyncError::from)?)
 }
 
