@@ -431,6 +431,69 @@ pub(crate) fn batch_err(table: &str) -> impl FnOnce(arrow::error::ArrowError) ->
     }
 }
 
+/// Whether no key of `table` occurs twice among `batch`'s rows: were one
+/// to, its last row would have to win, so the rows could not simply be
+/// appended. A keyless table's rows are distinct.
+///
+/// # Errors
+/// When a key column is missing from the batch (a bug in a reader).
+pub fn keys_are_distinct(table: &TableDef, batch: &RecordBatch) -> Result<bool, BatchError> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{DataType, Date32Type, Float64Type, Int64Type, TimestampMicrosecondType};
+    use std::hash::{BuildHasher, Hash};
+    fn mix<T: Hash>(state: &foldhash::fast::RandomState, hashes: &mut [u64], values: impl Iterator<Item = Option<T>>) {
+        for (hash, value) in hashes.iter_mut().zip(values) {
+            *hash = state.hash_one((*hash, value));
+        }
+    }
+    if table.key.is_empty() {
+        return Ok(true);
+    }
+    let keys = table
+        .key
+        .iter()
+        .map(|k| batch.schema().index_of(k).map(|i| batch.column(i).clone()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(batch_err(table.name))?;
+    // Each row's key hashed to 64 bits: keys whose hashes differ differ, and
+    // only equal hashes need comparing the keys themselves. Seeded at random,
+    // as the keys come from the service.
+    let state = foldhash::fast::RandomState::default();
+    let mut hashes = vec![0_u64; batch.num_rows()];
+    for column in &keys {
+        match column.data_type() {
+            DataType::Utf8 => mix(&state, &mut hashes, column.as_string::<i32>().iter()),
+            DataType::Int64 => mix(&state, &mut hashes, column.as_primitive::<Int64Type>().iter()),
+            DataType::Date32 => mix(&state, &mut hashes, column.as_primitive::<Date32Type>().iter()),
+            DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, _) => {
+                mix(&state, &mut hashes, column.as_primitive::<TimestampMicrosecondType>().iter());
+            }
+            DataType::Float64 => mix(
+                &state,
+                &mut hashes,
+                column.as_primitive::<Float64Type>().iter().map(|v| v.map(f64::to_bits)),
+            ),
+            _ => return keys_compared_distinct(table, &keys),
+        }
+    }
+    hashes.sort_unstable();
+    if hashes.windows(2).all(|pair| pair[0] != pair[1]) {
+        return Ok(true);
+    }
+    keys_compared_distinct(table, &keys)
+}
+
+/// [`keys_are_distinct`] by comparing the keys themselves.
+fn keys_compared_distinct(table: &TableDef, keys: &[ArrayRef]) -> Result<bool, BatchError> {
+    let converter =
+        arrow::row::RowConverter::new(keys.iter().map(|k| arrow::row::SortField::new(k.data_type().clone())).collect())
+            .map_err(batch_err(table.name))?;
+    let rows = converter.convert_columns(keys).map_err(batch_err(table.name))?;
+    let mut seen =
+        std::collections::HashSet::with_capacity_and_hasher(rows.num_rows(), foldhash::fast::RandomState::default());
+    Ok(rows.iter().all(|row| seen.insert(row)))
+}
+
 /// One table's rows, ready to load.
 #[derive(Debug)]
 pub struct TableBatch {
@@ -439,6 +502,9 @@ pub struct TableBatch {
     /// [`LoadRule::Replace`](crate::tables::LoadRule::Replace): the partitions
     /// this batch holds in full, even those it holds no row of.
     pub partitions: Vec<String>,
+    /// [`keys_are_distinct`] of this batch, when it was found before the
+    /// batch reached the writer ([`TableBatch::find_distinct_keys`]).
+    pub distinct_keys: Option<bool>,
 }
 
 impl TableBatch {
@@ -453,7 +519,23 @@ impl TableBatch {
             table,
             batch,
             partitions: Vec::new(),
+            distinct_keys: None,
         })
+    }
+
+    /// Notes [`keys_are_distinct`] of each batch of a table with a key and
+    /// at least `min_rows` rows, so that the writer, a backfill's bottleneck,
+    /// need not.
+    ///
+    /// # Errors
+    /// As [`keys_are_distinct`].
+    pub fn find_distinct_keys(batches: &mut [TableBatch], min_rows: usize) -> Result<(), BatchError> {
+        for b in batches {
+            if !b.table.key.is_empty() && b.batch.num_rows() >= min_rows {
+                b.distinct_keys = Some(keys_are_distinct(b.table, &b.batch)?);
+            }
+        }
+        Ok(())
     }
 
     /// One batch per table, in the order tables first appear, rows in their
@@ -481,6 +563,7 @@ impl TableBatch {
                     let schema = first.batch.schema();
                     let all = std::iter::once(&first.batch).chain(more.iter());
                     first.batch = arrow::compute::concat_batches(&schema, all).map_err(batch_err(first.table.name))?;
+                    first.distinct_keys = None;
                     first.partitions.sort();
                     first.partitions.dedup();
                 }
@@ -511,6 +594,41 @@ mod tests {
         let batch = b.finish().unwrap();
         assert_eq!(batch.num_rows(), 1);
         assert_eq!(batch.num_columns(), table.all_columns().count());
+    }
+
+    #[test]
+    fn keys_are_distinct_until_one_repeats() {
+        let table = crate::feeds::table("coverage_snapshots").unwrap();
+        let batch_of = |keys: &[(u32, &str, &str)]| {
+            let mut b = BatchBuilder::new(table, "run-1", Utc::now());
+            for (day, market, data_type) in keys {
+                b.row()
+                    .date(NaiveDate::from_ymd_opt(2026, 11, *day))
+                    .text(Some(market))
+                    .text(Some(data_type))
+                    .int(Some(1))
+                    .date(None)
+                    .float(None)
+                    .int(None)
+                    .timestamp(None)
+                    .end("{}", "/api/v1/landing/coverage");
+            }
+            TableBatch::build(b).unwrap()
+        };
+        let distinct = [(1, "US", "prices"), (1, "US", "news"), (2, "US", "prices"), (1, "TW", "prices")];
+        let mut batches = vec![
+            batch_of(&distinct),
+            batch_of(&[distinct[0], distinct[1], distinct[0]]),
+            batch_of(&[distinct[3], distinct[1], distinct[3]]),
+        ];
+        TableBatch::find_distinct_keys(&mut batches, 3).unwrap();
+        let found: Vec<Option<bool>> = batches.iter().map(|b| b.distinct_keys).collect();
+        assert_eq!(found, [Some(true), Some(false), Some(false)]);
+        TableBatch::find_distinct_keys(&mut batches[..1], 5).unwrap();
+        assert_eq!(batches[0].distinct_keys, Some(true), "a batch under the least rows keeps what it had");
+        let mut small = vec![batch_of(&distinct)];
+        TableBatch::find_distinct_keys(&mut small, 5).unwrap();
+        assert_eq!(small[0].distinct_keys, None);
     }
 
     #[test]

@@ -83,6 +83,16 @@ pub struct Commit {
     pub checkpoints: Vec<Checkpoint>,
 }
 
+/// Does to a commit's batches, on the caller's thread, what the writer would
+/// otherwise do before loading them that needs no warehouse: the writer is
+/// a backfill's bottleneck, and the caller can do it on a blocking thread.
+///
+/// # Errors
+/// When a batch lacks a key column (a bug in a reader).
+pub fn prepare_batches(batches: &mut [TableBatch]) -> Result<(), SinkError> {
+    Ok(TableBatch::find_distinct_keys(batches, self::duckdb::MIN_PROBE_ROWS)?)
+}
+
 /// Rows a commit inserted or changed, per table (unchanged rows are not rewritten).
 #[derive(Debug, Default, Clone)]
 pub struct CommitStats {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{Progress, SyncError, Syncer};
 use crate::records::Rows;
 use crate::sink::policy::CommitPolicy;
-use crate::sink::{Checkpoint, Commit, CommitChain, CommitStats, QueuedCommit, SinkError, TableBatch};
+use crate::sink::{Checkpoint, Commit, CommitChain, CommitStats, QueuedCommit, SinkError, TableBatch, prepare_batches};
 
 /// What a fetch side hands to [`Syncer::commit_as_fetched`]: one response's
 /// rows and the checkpoints they complete, or the error that ends the run.
@@ -122,9 +122,15 @@ impl Syncer {
         // One batch per table, as one page's rows already are. Several
         // pages' are copied together on a blocking thread: on this one it
         // held up the fetching of the next news page (forty pages' rows a
-        // group), on the writer's it slowed a price backfill's bottleneck.
+        // group), on the writer's it slowed a price backfill's bottleneck,
+        // as the writer's own preparing of such large batches did.
         if several {
-            let coalesced = tokio::task::spawn_blocking(move || TableBatch::coalesce(batches)).await;
+            let coalesced = tokio::task::spawn_blocking(move || {
+                let mut batches = TableBatch::coalesce(batches)?;
+                prepare_batches(&mut batches)?;
+                Ok::<_, SinkError>(batches)
+            })
+            .await;
             batches = unless_cancelled(coalesced).ok_or(SinkError::Closed)??;
         }
         batches.extend(self.bookkeeping(run_id)?);

@@ -311,12 +311,13 @@ impl DuckDbSink {
             table,
             batch,
             partitions,
+            distinct_keys,
         } in commit.batches
         {
             if batch.num_rows() == 0 && partitions.is_empty() {
                 continue;
             }
-            let written = self.load(table, batch, &partitions, seq)?;
+            let written = self.load(table, batch, &partitions, distinct_keys, seq)?;
             if table.lineage {
                 stats.rows_written += written;
                 match stats.per_table.iter_mut().find(|(name, _)| *name == table.name) {
@@ -337,7 +338,7 @@ impl DuckDbSink {
                 });
             }
             let TableBatch { table, batch, .. } = TableBatch::build(b)?;
-            self.load(table, batch, &[], seq)?;
+            self.load(table, batch, &[], None, seq)?;
         }
         Ok(stats)
     }

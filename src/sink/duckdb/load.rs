@@ -4,12 +4,12 @@
 use arrow::record_batch::RecordBatch;
 
 use super::merge::{
-    Merge, NewKeysOnly, create_stage, key_bounds, key_columns, key_positions, keys_are_distinct, merge_statements,
+    Merge, NewKeysOnly, create_stage, key_bounds, key_columns, key_positions, merge_statements,
     staged_key_range, staging,
 };
 use super::settings::{APPEND_CHUNK_ROWS, APPEND_FLUSH_BYTES, MIN_PROBE_ROWS, MIN_SLICE_ROWS};
 use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, json_list, sql_err};
-use crate::batch::batch_err;
+use crate::batch::{batch_err, keys_are_distinct};
 use crate::sink::SinkError;
 use crate::tables::{LoadRule, TableDef};
 
@@ -29,12 +29,14 @@ enum AllNew {
 }
 
 impl DuckDbSink {
-    /// Loads one batch by its table's rule and returns the rows inserted or changed.
+    /// Loads one batch by its table's rule and returns the rows inserted or
+    /// changed; `distinct_keys` is [`keys_are_distinct`] of it when that is known.
     pub(super) fn load(
         &mut self,
         table: &'static TableDef,
         batch: RecordBatch,
         partitions: &[String],
+        distinct_keys: Option<bool>,
         seq: i64,
     ) -> Result<u64, SinkError> {
         self.merges.entry(table.name).or_insert_with(|| {
@@ -49,7 +51,7 @@ impl DuckDbSink {
         });
         // A batch of new keys goes in whole, whatever its size: only a merge
         // needs its input sliced to the memory limit.
-        let known_stored = match self.append_if_all_new(table, &batch, partitions, seq)? {
+        let known_stored = match self.append_if_all_new(table, &batch, partitions, distinct_keys, seq)? {
             AllNew::Appended(rows) => return Ok(rows),
             AllNew::SomeStored => true,
             AllNew::NotProbed => false,
@@ -70,6 +72,7 @@ impl DuckDbSink {
         table: &'static TableDef,
         batch: &RecordBatch,
         partitions: &[String],
+        distinct_keys: Option<bool>,
         seq: i64,
     ) -> Result<AllNew, SinkError> {
         let merge = &self.merges[table.name];
@@ -80,7 +83,11 @@ impl DuckDbSink {
             return Ok(AllNew::NotProbed);
         }
         let keys = batch.project(&key_positions(table)).map_err(batch_err(table.name))?;
-        if !keys_are_distinct(table, &keys)? {
+        let distinct = match distinct_keys {
+            Some(distinct) => distinct,
+            None => keys_are_distinct(table, batch)?,
+        };
+        if !distinct {
             return Ok(AllNew::NotProbed);
         }
         let bounds = key_bounds(&keys);

@@ -4,8 +4,6 @@
 use arrow::record_batch::RecordBatch;
 
 use super::{COMMIT_SEQ, ident};
-use crate::batch::batch_err;
-use crate::sink::SinkError;
 use crate::tables::{self, ColType, LoadRule, TableDef};
 
 /// One table's statements for loading its staging table.
@@ -74,26 +72,6 @@ pub(super) fn key_columns(table: &TableDef) -> impl Iterator<Item = (usize, &'st
 
 pub(super) fn key_positions(table: &TableDef) -> Vec<usize> {
     key_columns(table).map(|(position, _)| position).collect()
-}
-
-/// Whether no row of `keys` (a batch's key columns) occurs twice: were one
-/// to, its last row would have to win.
-pub(super) fn keys_are_distinct(table: &TableDef, keys: &RecordBatch) -> Result<bool, SinkError> {
-    let converter = arrow::row::RowConverter::new(
-        keys.columns()
-            .iter()
-            .map(|k| arrow::row::SortField::new(k.data_type().clone()))
-            .collect(),
-    )
-    .map_err(batch_err(table.name))?;
-    let rows = converter
-        .convert_columns(keys.columns())
-        .map_err(batch_err(table.name))?;
-    // Seeded at random, as the keys come from the service; a fraction of
-    // SipHash's cost on a price backfill's hundred thousand keys a batch.
-    let mut seen =
-        std::collections::HashSet::with_capacity_and_hasher(rows.num_rows(), foldhash::fast::RandomState::default());
-    Ok(rows.iter().all(|row| seen.insert(row)))
 }
 
 /// The least and greatest value of each of `keys`' columns (a batch's key

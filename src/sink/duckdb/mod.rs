@@ -27,6 +27,7 @@ use self::settings::{
     DUCKDB_ROW_GROUP_ROWS, PAUSE_MERGES, ROW_GROUP_ROWS, STATEMENT_CACHE, WAREHOUSE_ALIAS, set_checkpoint_threshold,
     set_memory_limit,
 };
+pub(crate) use self::settings::MIN_PROBE_ROWS;
 pub use self::settings::{REOPEN_AFTER_ROWS, Settings};
 use super::SinkError;
 

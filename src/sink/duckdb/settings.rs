@@ -87,7 +87,7 @@ pub(super) const MIN_SLICE_ROWS: usize = 256;
 /// The fewest staged rows worth probing for stored keys before a plain
 /// append: below it the probe's fixed cost outweighs the merge it saves
 /// (BENCHMARKS.md, Ingest).
-pub(super) const MIN_PROBE_ROWS: usize = 100;
+pub(crate) const MIN_PROBE_ROWS: usize = 100;
 
 /// The fewest staged rows that make a transaction a bulk load, whose
 /// checkpoint is kept from merging row groups so a backfill's rows are
