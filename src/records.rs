@@ -98,10 +98,8 @@ impl Rows {
     /// the tape sharing [`Rows::share_seen`]; a row whose fields change is a
     /// new key.
     pub fn is_new(&self, key: &str) -> bool {
-        self.seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(key.to_owned())
+        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        !seen.contains(key) && seen.insert(key.to_owned())
     }
 
     /// Parses one record. A field the row can do without whose value is

@@ -3,7 +3,7 @@
 //! sources (`/news/sources`) and the topic taxonomy (`/news/topics`).
 
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::{Arrival, Feed, Fetch, Params, Tape, TapeHead, nothing_more, page_limit, parse_body, route_param};
@@ -82,6 +82,30 @@ pub struct NewsSource {
     #[serde(rename = "count24h")]
     #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
     pub count_24h: Option<i64>,
+}
+
+/// An item's source as its `news_sources` row keeps it: the keys in the
+/// order a `serde_json` map sorts them, as rows stored before were written.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SourceRecord<'a> {
+    attribution: &'a Option<String>,
+    display_policy: &'a Option<String>,
+    id: &'a str,
+    licence_class: &'a Option<String>,
+    name: &'a Option<String>,
+}
+
+impl<'a> SourceRecord<'a> {
+    fn of(s: &'a NewsSource) -> SourceRecord<'a> {
+        SourceRecord {
+            attribution: &s.attribution,
+            display_policy: &s.display_policy,
+            id: &s.id,
+            licence_class: &s.licence_class,
+            name: &s.name,
+        }
+    }
 }
 
 /// `GET /news/sources`.
@@ -365,9 +389,7 @@ pub fn read_item(rows: &mut Rows, raw: &RawValue, company_key: Option<&str>) -> 
         rows.push(row, raw.get());
     }
     if let Some(s) = source {
-        let source_raw = serde_json::to_string(&serde_json::json!({"id": s.id, "name": s.name,
-            "licenceClass": s.licence_class, "attribution": s.attribution, "displayPolicy": s.display_policy}))
-        .unwrap_or_default();
+        let source_raw = serde_json::to_string(&SourceRecord::of(s)).unwrap_or_default();
         if rows.is_new(&source_raw) {
             push_source(rows, s, &source_raw);
         }
@@ -426,4 +448,22 @@ fn read_topics(rows: &mut Rows, body: &[u8]) -> Result<String, String> {
         rows.push(row, raw.get());
     }
     Ok(rows.fetched_at.to_rfc3339())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_is_kept_as_the_text_rows_stored_before_hold() {
+        for body in [
+            r#"{"id":"sec_edgar","name":"SEC EDGAR","licenceClass":"public","attribution":"Source: \"SEC\"","displayPolicy":"full"}"#,
+            r#"{"id":"wire"}"#,
+        ] {
+            let s: NewsSource = serde_json::from_str(body).unwrap();
+            let before = serde_json::json!({"id": s.id, "name": s.name, "licenceClass": s.licence_class,
+                "attribution": s.attribution, "displayPolicy": s.display_policy});
+            assert_eq!(serde_json::to_string(&SourceRecord::of(&s)).unwrap(), before.to_string());
+        }
+    }
 }
