@@ -629,6 +629,8 @@ mod tests {
         let mut small = vec![batch_of(&distinct)];
         TableBatch::find_distinct_keys(&mut small, 5).unwrap();
         assert_eq!(small[0].distinct_keys, None);
+        let together = TableBatch::coalesce(vec![batches.remove(0), batch_of(&distinct[..1])]).unwrap();
+        assert_eq!(together[0].distinct_keys, None, "what held for one page need not for the group");
     }
 
     #[test]
