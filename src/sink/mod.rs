@@ -83,9 +83,10 @@ pub struct Commit {
     pub checkpoints: Vec<Checkpoint>,
 }
 
-/// Does to a commit's batches, on the caller's thread, what the writer would
-/// otherwise do before loading them that needs no warehouse: the writer is
-/// a backfill's bottleneck, and the caller can do it on a blocking thread.
+/// The work on a commit's batches that needs no warehouse, done on the
+/// caller's thread rather than the writer's, a backfill's bottleneck: for
+/// now, whether each large batch's keys are distinct. Call it where blocking
+/// is fine.
 ///
 /// # Errors
 /// When a batch lacks a key column (a bug in a reader).

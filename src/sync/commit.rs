@@ -122,8 +122,8 @@ impl Syncer {
         // One batch per table, as one page's rows already are. Several
         // pages' are copied together on a blocking thread: on this one it
         // held up the fetching of the next news page (forty pages' rows a
-        // group), on the writer's it slowed a price backfill's bottleneck,
-        // as the writer's own preparing of such large batches did.
+        // group), on the writer's it slowed a price backfill's bottleneck.
+        // Whether their keys are distinct is found there too, for the same reason.
         if several {
             let coalesced = tokio::task::spawn_blocking(move || {
                 let mut batches = TableBatch::coalesce(batches)?;
