@@ -466,7 +466,11 @@ pub fn keys_are_distinct(table: &TableDef, batch: &RecordBatch) -> Result<bool, 
             DataType::Int64 => mix(&state, &mut hashes, column.as_primitive::<Int64Type>().iter()),
             DataType::Date32 => mix(&state, &mut hashes, column.as_primitive::<Date32Type>().iter()),
             DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, _) => {
-                mix(&state, &mut hashes, column.as_primitive::<TimestampMicrosecondType>().iter());
+                mix(
+                    &state,
+                    &mut hashes,
+                    column.as_primitive::<TimestampMicrosecondType>().iter(),
+                );
             }
             DataType::Float64 => mix(
                 &state,
@@ -485,9 +489,12 @@ pub fn keys_are_distinct(table: &TableDef, batch: &RecordBatch) -> Result<bool, 
 
 /// [`keys_are_distinct`] by comparing the keys themselves.
 fn keys_compared_distinct(table: &TableDef, keys: &[ArrayRef]) -> Result<bool, BatchError> {
-    let converter =
-        arrow::row::RowConverter::new(keys.iter().map(|k| arrow::row::SortField::new(k.data_type().clone())).collect())
-            .map_err(batch_err(table.name))?;
+    let converter = arrow::row::RowConverter::new(
+        keys.iter()
+            .map(|k| arrow::row::SortField::new(k.data_type().clone()))
+            .collect(),
+    )
+    .map_err(batch_err(table.name))?;
     let rows = converter.convert_columns(keys).map_err(batch_err(table.name))?;
     let mut seen =
         std::collections::HashSet::with_capacity_and_hasher(rows.num_rows(), foldhash::fast::RandomState::default());
@@ -615,7 +622,12 @@ mod tests {
             }
             TableBatch::build(b).unwrap()
         };
-        let distinct = [(1, "US", "prices"), (1, "US", "news"), (2, "US", "prices"), (1, "TW", "prices")];
+        let distinct = [
+            (1, "US", "prices"),
+            (1, "US", "news"),
+            (2, "US", "prices"),
+            (1, "TW", "prices"),
+        ];
         let mut batches = vec![
             batch_of(&distinct),
             batch_of(&[distinct[0], distinct[1], distinct[0]]),
@@ -625,12 +637,19 @@ mod tests {
         let found: Vec<Option<bool>> = batches.iter().map(|b| b.distinct_keys).collect();
         assert_eq!(found, [Some(true), Some(false), Some(false)]);
         TableBatch::find_distinct_keys(&mut batches[..1], 5).unwrap();
-        assert_eq!(batches[0].distinct_keys, Some(true), "a batch under the least rows keeps what it had");
+        assert_eq!(
+            batches[0].distinct_keys,
+            Some(true),
+            "a batch under the least rows keeps what it had"
+        );
         let mut small = vec![batch_of(&distinct)];
         TableBatch::find_distinct_keys(&mut small, 5).unwrap();
         assert_eq!(small[0].distinct_keys, None);
         let together = TableBatch::coalesce(vec![batches.remove(0), batch_of(&distinct[..1])]).unwrap();
-        assert_eq!(together[0].distinct_keys, None, "what held for one page need not for the group");
+        assert_eq!(
+            together[0].distinct_keys, None,
+            "what held for one page need not for the group"
+        );
     }
 
     #[test]

@@ -463,7 +463,10 @@ mod tests {
             let s: NewsSource = serde_json::from_str(body).unwrap();
             let before = serde_json::json!({"id": s.id, "name": s.name, "licenceClass": s.licence_class,
                 "attribution": s.attribution, "displayPolicy": s.display_policy});
-            assert_eq!(serde_json::to_string(&SourceRecord::of(&s)).unwrap(), before.to_string());
+            assert_eq!(
+                serde_json::to_string(&SourceRecord::of(&s)).unwrap(),
+                before.to_string()
+            );
         }
     }
 }

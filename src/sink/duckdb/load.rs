@@ -4,8 +4,8 @@
 use arrow::record_batch::RecordBatch;
 
 use super::merge::{
-    Merge, NewKeysOnly, create_stage, key_bounds, key_columns, key_positions, merge_statements,
-    staged_key_range, staging,
+    Merge, NewKeysOnly, create_stage, key_bounds, key_columns, key_positions, merge_statements, staged_key_range,
+    staging,
 };
 use super::settings::{APPEND_CHUNK_ROWS, APPEND_FLUSH_BYTES, MIN_PROBE_ROWS, MIN_SLICE_ROWS};
 use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, json_list, sql_err};

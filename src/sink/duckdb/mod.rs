@@ -23,11 +23,11 @@ use duckdb::Connection;
 
 use self::held::Held;
 use self::merge::Merge;
+pub(crate) use self::settings::MIN_PROBE_ROWS;
 use self::settings::{
     DUCKDB_ROW_GROUP_ROWS, PAUSE_MERGES, ROW_GROUP_ROWS, STATEMENT_CACHE, WAREHOUSE_ALIAS, set_checkpoint_threshold,
     set_memory_limit,
 };
-pub(crate) use self::settings::MIN_PROBE_ROWS;
 pub use self::settings::{REOPEN_AFTER_ROWS, Settings};
 use super::SinkError;
 
