@@ -26,7 +26,8 @@ pub struct CommitPolicy {
     /// emulator, the storage of `raw`, and read-ahead").
     pub groups_ahead: usize,
     /// Rows fetched and not yet committed, at most, in KiB of values
-    /// ([`IN_FLIGHT_MIB`]).
+    /// ([`IN_FLIGHT_MIB`]); a tape page waiting packed counts a few times its
+    /// packed bytes instead.
     pub in_flight_kib: u32,
     /// Rows a response must bring for its commit to be held open for the
     /// next ones: a backfill's pages are, a poll's few rows are not.

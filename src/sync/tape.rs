@@ -11,7 +11,8 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::{FetchedTx, Member, Progress, SyncError, Syncer, goes_on, send_fetched, unless_cancelled, upstream_error};
+use super::commit::send_packed;
+use super::{FetchedTx, Member, Progress, SyncError, Syncer, goes_on, unless_cancelled, upstream_error};
 use crate::feeds::{Tape as Feed, TapeHead};
 use crate::pipeline::Pipeline;
 use crate::records::{Rows, SeenKeys};
@@ -127,7 +128,7 @@ struct Reading<'a, 'b> {
     done: &'a FetchedTx,
     /// `limit=` and the filters every request ends with.
     tail: String,
-    mapping: Option<PendingPage>,
+    pending: Option<PendingPage>,
 }
 
 /// The two reads of a tape: what is new, then further back.
@@ -279,7 +280,7 @@ impl Syncer {
             run_id,
             done,
             tail: format!("limit={limit}{}", (tape.feed.filters)(&self.config)),
-            mapping: None,
+            pending: None,
         };
         let read = match pass {
             Pass::Forward => self.read_forward(&mut reading, cursor, progress).await,
@@ -287,8 +288,8 @@ impl Syncer {
         };
         // The last page read goes to the commit side whatever ended the
         // reading, and before an error, so a quota wall still commits it.
-        let sent = match reading.mapping {
-            Some(page) => send_mapped(page, done).await,
+        let sent = match reading.pending {
+            Some(page) => send_pending(page, done).await,
             None => true,
         };
         read.map(|go_on| go_on && sent)
@@ -296,9 +297,9 @@ impl Syncer {
 
     /// The head first when nothing was read yet, then `after` and
     /// `changedSince` until the service says nothing more remains. Each
-    /// page's items are mapped off the fetch chain while the next page is
-    /// requested: the next cursor needs only the page's own fields and its
-    /// oldest `firstSeenAt`.
+    /// page is packed off the fetch chain while the next page is requested,
+    /// and its items mapped on the commit side: the next cursor needs only
+    /// the page's own fields and its oldest `firstSeenAt`.
     async fn read_forward(
         &self,
         r: &mut Reading<'_, '_>,
@@ -333,7 +334,7 @@ impl Syncer {
             }
             cursor.after = page.head.latest_id.clone().or(cursor.after.take());
             cursor.changed_since = page.head.server_time.clone().or(cursor.changed_since.take());
-            if !hand_on(&mut r.mapping, r.tape, page.rows, cursor, r.done).await {
+            if !hand_on(&mut r.pending, r.tape, page.packing, cursor, r.done).await {
                 return Ok(false);
             }
             // After the head, what arrives next is the next run's forward poll.
@@ -372,15 +373,15 @@ impl Syncer {
             if from.is_some() && cursor.before == from {
                 return Err(stuck(&route, "nextCursor", from.as_deref()));
             }
-            if !hand_on(&mut r.mapping, r.tape, page.rows, cursor, r.done).await {
+            if !hand_on(&mut r.pending, r.tape, page.packing, cursor, r.done).await {
                 return Ok(false);
             }
         }
         Ok(true)
     }
 
-    /// Fetches one page and starts mapping its items on a blocking thread;
-    /// `None` when the company is unknown (404, noted).
+    /// Fetches one page and starts packing it on a blocking thread; `None`
+    /// when the company is unknown (404, noted).
     async fn tape_page(
         &self,
         tape: &Tape<'_>,
@@ -415,8 +416,14 @@ impl Syncer {
                 let (head, body) = f.value;
                 let mut rows = Rows::new(run_id, route, self.clock.now());
                 rows.share_seen(tape.seen.clone());
-                let rows = map_page(tape.feed.read, body, rows, tape.company_key.clone());
-                Ok(Some(FetchedPage { head, rows }))
+                let mapping = Mapping {
+                    rows,
+                    read: tape.feed.read,
+                    company_key: tape.company_key.clone(),
+                    items: head.items,
+                };
+                let packing = tokio::task::spawn_blocking(move || PackedPage::pack(&body, mapping));
+                Ok(Some(FetchedPage { head, packing }))
             }
             Err(UpstreamError::NotFound { route, message }) => {
                 tape.unknown.store(true, Ordering::Relaxed);
@@ -428,55 +435,93 @@ impl Syncer {
     }
 }
 
-/// A page whose items are being mapped to rows, with its cursors.
+/// A page being packed, with its cursors.
 struct FetchedPage {
     head: TapeHead,
-    rows: tokio::task::JoinHandle<Rows>,
+    packing: tokio::task::JoinHandle<PackedPage>,
 }
 
-/// A page on its way to the commit side: its rows, once mapped, and the
-/// checkpoint of the cursor after it.
-type PendingPage = (tokio::task::JoinHandle<Rows>, Checkpoint);
+/// A page on its way to the commit side, once packed, with the checkpoint
+/// of the cursor after it.
+type PendingPage = (tokio::task::JoinHandle<PackedPage>, Checkpoint);
 
-/// Maps a page's items into `rows` on a blocking thread.
-fn map_page(
+/// What mapping a page's items needs besides the page: its rows so far
+/// (the route, the time it was fetched, the tape's seen keys) and its reader.
+struct Mapping {
+    rows: Rows,
     read: crate::feeds::ReadTape,
-    body: bytes::Bytes,
-    mut rows: Rows,
     company_key: Option<String>,
-) -> tokio::task::JoinHandle<Rows> {
-    tokio::task::spawn_blocking(move || {
-        // Read once already; kept rather than lost should it ever fail.
+    items: usize,
+}
+
+/// A tape page waiting for the commit side, its JSON kept lz4-compressed.
+/// Its rows would take about ten times the bytes; packed, more pages fit in
+/// the room ahead of the writer, so the fetching goes on while DuckDB
+/// writes a full row group (BENCHMARKS.md, "Twenty-fourth session").
+pub(super) struct PackedPage {
+    packed: Vec<u8>,
+    mapping: Mapping,
+}
+
+impl PackedPage {
+    fn pack(body: &[u8], mapping: Mapping) -> PackedPage {
+        PackedPage {
+            packed: lz4_flex::compress_prepend_size(body),
+            mapping,
+        }
+    }
+
+    pub(super) fn packed_bytes(&self) -> usize {
+        self.packed.len()
+    }
+
+    /// The items the page delivered, as its head counted them.
+    pub(super) fn items(&self) -> usize {
+        self.mapping.items
+    }
+
+    /// The page's rows. A page that fails to map, having been read once
+    /// already, goes to quarantine whole rather than being lost.
+    pub(super) fn unpack(self) -> Rows {
+        let Mapping {
+            mut rows,
+            read,
+            company_key,
+            ..
+        } = self.mapping;
+        let body = lz4_flex::decompress_size_prepended(&self.packed).expect("fdsync's own lz4 of a page decompresses");
         if let Err(e) = read(&mut rows, &body, company_key.as_deref()) {
             rows.quarantine(&String::from_utf8_lossy(&body), format!("tape page: {e}"));
         }
         rows
-    })
+    }
 }
 
 /// Hands the page read before this one to the commit side, and keeps this
 /// one, with the cursor after it, until the next is on its way.
 async fn hand_on(
-    mapping: &mut Option<PendingPage>,
+    pending: &mut Option<PendingPage>,
     tape: &Tape<'_>,
-    rows: tokio::task::JoinHandle<Rows>,
+    packing: tokio::task::JoinHandle<PackedPage>,
     cursor: &TapeCursor,
     done: &FetchedTx,
 ) -> bool {
     let checkpoint = cursor.checkpoint(&tape.pipeline.name, &tape.partition);
-    match mapping.replace((rows, checkpoint)) {
-        Some(previous) => send_mapped(previous, done).await,
+    match pending.replace((packing, checkpoint)) {
+        Some(previous) => send_pending(previous, done).await,
         None => true,
     }
 }
 
-/// Hands a page to the commit side once its rows are mapped.
-async fn send_mapped((rows, checkpoint): PendingPage, done: &FetchedTx) -> bool {
-    let fetched = match unless_cancelled(rows.await) {
-        Some(rows) => Ok((rows, vec![checkpoint])),
-        None => Err(SyncError::Other("mapping a tape page: cancelled".into())),
-    };
-    send_fetched(done, fetched).await
+/// Hands a page to the commit side once it is packed.
+async fn send_pending((packing, checkpoint): PendingPage, done: &FetchedTx) -> bool {
+    match unless_cancelled(packing.await) {
+        Some(page) => send_packed(done, page, checkpoint).await,
+        None => {
+            let cancelled = SyncError::Other("packing a tape page: cancelled".into());
+            goes_on(done, Err(cancelled)).await
+        }
+    }
 }
 
 /// A page that says more follows but names no further position: asking
@@ -487,4 +532,73 @@ fn stuck(route: &str, field: &str, at: Option<&str>) -> SyncError {
         "{route}: the service said more follows, but its {field} did not move (still {}); stopped rather than ask for the same page again",
         at.unwrap_or("absent")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feeds::Fetch;
+
+    fn news_reader() -> crate::feeds::ReadTape {
+        match &crate::feeds::feed("news").expect("the news feed").fetch {
+            Fetch::Cursor(tape) => tape.read,
+            _ => unreachable!("the news feed pages a cursor"),
+        }
+    }
+
+    fn packed(body: &str) -> PackedPage {
+        let fetched_at = DateTime::parse_from_rfc3339("2026-11-25T23:00:00Z").unwrap().to_utc();
+        let mapping = Mapping {
+            rows: Rows::new("run", "/api/v1/news/feed?limit=200", fetched_at),
+            read: news_reader(),
+            company_key: None,
+            items: 2,
+        };
+        PackedPage::pack(body.as_bytes(), mapping)
+    }
+
+    #[test]
+    fn a_packed_page_maps_to_the_rows_of_the_page_itself() {
+        let item = |id: &str| {
+            format!(
+                r#"{{"id":"{id}","publishedAt":"2026-11-25T22:59:22Z","firstSeenAt":"2026-11-25T22:59:43.607Z","headline":"h {id}","url":"https://example.invalid/{id}","source":{{"id":"wire","name":"Wire"}},"tickers":["MSFT"]}}"#
+            )
+        };
+        let body = format!(
+            r#"{{"items":[{},{}],"nextCursor":"n_2","hasMore":true,"latestId":"n_1","serverTime":"2026-11-25T23:00:00Z"}}"#,
+            item("n_1"),
+            item("n_2")
+        );
+        let page = packed(&body);
+        assert!(page.packed_bytes() < body.len());
+        assert_eq!(page.items(), 2);
+        let unpacked = page.unpack();
+
+        let mut direct = Rows::new("run", "/api/v1/news/feed?limit=200", unpacked.fetched_at);
+        news_reader()(&mut direct, body.as_bytes(), None).unwrap();
+        assert_eq!(unpacked.row_count(), direct.row_count());
+        assert!(unpacked.row_count() >= 2, "{} rows", unpacked.row_count());
+        let batches = |rows: Rows| {
+            rows.into_batches()
+                .unwrap()
+                .into_iter()
+                .map(|b| (b.table.name, b.batch))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(batches(unpacked), batches(direct));
+    }
+
+    #[test]
+    fn a_packed_page_that_does_not_map_is_quarantined_whole() {
+        let body = r#"{"items":{"not":"a list"}}"#;
+        let rows = packed(body).unpack();
+        assert_eq!(rows.row_count(), 0);
+        assert_eq!(rows.quarantined.len(), 1);
+        assert_eq!(rows.quarantined[0].record, body);
+        assert!(
+            rows.quarantined[0].error.starts_with("tape page:"),
+            "{}",
+            rows.quarantined[0].error
+        );
+    }
 }
