@@ -465,10 +465,10 @@ pub(super) struct PackedPage {
 
 impl PackedPage {
     fn pack(body: &[u8], mapping: Mapping) -> PackedPage {
-        PackedPage {
-            packed: lz4_flex::compress_prepend_size(body),
-            mapping,
-        }
+        let mut packed = lz4_flex::compress_prepend_size(body);
+        // lz4_flex leaves room for the worst case, larger than the page.
+        packed.shrink_to_fit();
+        PackedPage { packed, mapping }
     }
 
     pub(super) fn packed_bytes(&self) -> usize {
@@ -571,6 +571,7 @@ mod tests {
         );
         let page = packed(&body);
         assert!(page.packed_bytes() < body.len());
+        assert_eq!(page.packed.capacity(), page.packed_bytes());
         assert_eq!(page.items(), 2);
         let unpacked = page.unpack();
 
