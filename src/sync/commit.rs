@@ -192,10 +192,38 @@ impl Syncer {
         group: usize,
         fetch: impl FnOnce(FetchedTx) -> F,
     ) -> Result<(), SyncError> {
+        let ahead = group * self.policy().groups_ahead;
+        self.commit_as_sent(run_id, progress, group, ahead, fetch).await
+    }
+
+    /// [`Syncer::commit_as_fetched`] for a tape, whose packed pages fill the
+    /// room only when [`PACKED_ROOM_SHARE`] times as many may wait. Other
+    /// responses keep the smaller count: their rows hold more than the
+    /// room counts (builders' spare capacity), and a no-change run of
+    /// small price responses peaked 6 MiB higher with the larger one.
+    pub(super) async fn commit_packed_as_fetched<F: std::future::Future<Output = Progress>>(
+        &self,
+        run_id: &str,
+        progress: &mut Progress,
+        group: usize,
+        fetch: impl FnOnce(FetchedTx) -> F,
+    ) -> Result<(), SyncError> {
+        let ahead = group * self.policy().groups_ahead * PACKED_ROOM_SHARE;
+        self.commit_as_sent(run_id, progress, group, ahead, fetch).await
+    }
+
+    /// [`Syncer::commit_as_fetched`] with at most `ahead` responses sent and
+    /// not yet taken by the commit side.
+    async fn commit_as_sent<F: std::future::Future<Output = Progress>>(
+        &self,
+        run_id: &str,
+        progress: &mut Progress,
+        group: usize,
+        ahead: usize,
+        fetch: impl FnOnce(FetchedTx) -> F,
+    ) -> Result<(), SyncError> {
         let policy = self.policy();
-        // The room bounds the bytes ahead; the count lets packed tape pages,
-        // several times smaller than rows, fill it.
-        let (tx, done_rx) = tokio::sync::mpsc::channel(group * policy.groups_ahead * PACKED_ROOM_SHARE);
+        let (tx, done_rx) = tokio::sync::mpsc::channel(ahead);
         let room_kib = policy.in_flight_kib;
         let room = Arc::new(tokio::sync::Semaphore::new(room_kib as usize));
         let fetch = fetch(FetchedTx {
