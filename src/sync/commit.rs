@@ -196,25 +196,18 @@ impl Syncer {
         self.commit_as_sent(run_id, progress, group, ahead, fetch).await
     }
 
-    /// [`Syncer::commit_as_fetched`] for a tape, whose packed pages fill the
-    /// room only when [`PACKED_ROOM_SHARE`] times as many may wait. Other
-    /// responses keep the smaller count: their rows hold more than the
-    /// room counts (builders' spare capacity), and a no-change run of
-    /// small price responses peaked 6 MiB higher with the larger one.
-    pub(super) async fn commit_packed_as_fetched<F: std::future::Future<Output = Progress>>(
-        &self,
-        run_id: &str,
-        progress: &mut Progress,
-        group: usize,
-        fetch: impl FnOnce(FetchedTx) -> F,
-    ) -> Result<(), SyncError> {
-        let ahead = group * self.policy().groups_ahead * PACKED_ROOM_SHARE;
-        self.commit_as_sent(run_id, progress, group, ahead, fetch).await
+    /// How many of a tape's packed pages may wait for the commit side:
+    /// [`PACKED_ROOM_SHARE`] times the count of other responses, so that they
+    /// fill the room. Other responses keep the smaller count: their rows hold
+    /// more than the room counts (builders' spare capacity), and a no-change
+    /// run of small price responses peaked 6 MiB higher with the larger one.
+    pub(super) fn packed_pages_ahead(&self, group: usize) -> usize {
+        group * self.policy().groups_ahead * PACKED_ROOM_SHARE
     }
 
     /// [`Syncer::commit_as_fetched`] with at most `ahead` responses sent and
     /// not yet taken by the commit side.
-    async fn commit_as_sent<F: std::future::Future<Output = Progress>>(
+    pub(super) async fn commit_as_sent<F: std::future::Future<Output = Progress>>(
         &self,
         run_id: &str,
         progress: &mut Progress,

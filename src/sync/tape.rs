@@ -161,7 +161,9 @@ impl Syncer {
         // page answers either way) and could skip what arrived before the
         // stream first connected.
         let mut cursor = TapeCursor::read(checkpoints.get(""), "");
-        self.commit_packed_as_fetched(run_id, progress, self.policy().page_group, |done| async move {
+        let group = self.policy().page_group;
+        let ahead = self.packed_pages_ahead(group);
+        self.commit_as_sent(run_id, progress, group, ahead, |done| async move {
             let mut noted = Progress::default();
             for pass in [Pass::Forward, Pass::Back] {
                 let read = self
@@ -192,7 +194,9 @@ impl Syncer {
         // Each company's pages go in order; companies share the rate budget,
         // and the pages of several companies that arrive while a commit runs
         // commit together.
-        self.commit_packed_as_fetched(run_id, progress, self.policy().page_group, |done| async move {
+        let group = self.policy().page_group;
+        let ahead = self.packed_pages_ahead(group);
+        self.commit_as_sent(run_id, progress, group, ahead, |done| async move {
             let mut noted = Progress::default();
             let done = &done;
             let mut tapes: Vec<(Tape, TapeCursor)> = members
