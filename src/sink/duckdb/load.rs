@@ -3,15 +3,16 @@
 
 use arrow::record_batch::RecordBatch;
 
+use super::arrow_scan::ARROW_ROWS;
 use super::merge::{
     Merge, NewKeysOnly, create_stage, key_bounds, key_columns, key_positions, merge_statements, staged_key_range,
     staging,
 };
-use super::settings::{APPEND_CHUNK_ROWS, APPEND_FLUSH_BYTES, MIN_PROBE_ROWS, MIN_SLICE_ROWS};
+use super::settings::{APPEND_FLUSH_BYTES, MIN_PROBE_ROWS, MIN_SLICE_ROWS};
 use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, json_list, sql_err};
 use crate::batch::{batch_err, keys_are_distinct};
 use crate::sink::SinkError;
-use crate::tables::{LoadRule, TableDef};
+use crate::tables::{ColType, LoadRule, TableDef};
 
 /// The least and greatest staged value of each of a table's key columns, as
 /// text, in key order; `None` for a keyless table. A bound is `None` when no
@@ -63,7 +64,7 @@ impl DuckDbSink {
         Ok(written)
     }
 
-    /// Appends `batch` straight into `table` by the appender when its keys
+    /// Appends `batch` straight into `table` when its keys
     /// are distinct and none is stored, as the baseline does: staging
     /// the rows and copying them over cost twice the rows' appending. Only
     /// its keys are staged, to probe.
@@ -282,12 +283,10 @@ impl DuckDbSink {
     /// added over versions may hold them in another order.
     pub(super) fn append_new_rows(&self, table: &TableDef, batch: RecordBatch, seq: i64) -> Result<u64, SinkError> {
         let rows = batch.num_rows();
-        // Flushed a few MiB at a time: DuckDB's appender keeps what it was
-        // given outside its memory limit until a flush, then allocates it
-        // inside the limit, which here is lowered to leave room for one flush.
-        let row_bytes = (batch.get_array_memory_size() / rows.max(1)).max(1);
-        let per_flush = (APPEND_FLUSH_BYTES / row_bytes / APPEND_CHUNK_ROWS).max(1) * APPEND_CHUNK_ROWS;
-        self.limit_memory(self.settings.append_memory_limit_mb(per_flush.min(rows) * row_bytes));
+        // Under a bulk load's lowered limit, with room for a few MiB of rows
+        // as the appender's flushes had ([`Settings::append_memory_limit_mb`]).
+        let bytes = batch.get_array_memory_size().min(APPEND_FLUSH_BYTES);
+        self.limit_memory(self.settings.append_memory_limit_mb(bytes));
         let mut fields: Vec<arrow::datatypes::FieldRef> = batch.schema().fields().iter().cloned().collect();
         fields.push(std::sync::Arc::new(arrow::datatypes::Field::new(
             COMMIT_SEQ,
@@ -299,17 +298,34 @@ impl DuckDbSink {
         let with_seq = RecordBatch::try_new(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)), columns)
             .map_err(batch_err(table.name))?;
         let names: Vec<&str> = table.all_columns().map(|c| c.name).chain([COMMIT_SEQ]).collect();
-        let mut appender = self
-            .conn
-            .appender_with_columns(table.name, &names)
-            .map_err(sql_err(table.name, "opening the appender"))?;
-        for offset in (0..rows).step_by(per_flush) {
-            appender
-                .append_record_batch(with_seq.slice(offset, per_flush.min(rows - offset)))
-                .map_err(sql_err(table.name, "appending new rows"))?;
-            appender.flush().map_err(sql_err(table.name, "appending new rows"))?;
-        }
+        let json = table.all_columns().map(|c| c.ty == ColType::Json).collect();
+        self.insert_rows(table.name, &names, with_seq, json)
+            .map_err(sql_err(table.name, "appending new rows"))?;
         tracing::trace!(message = "Appended.", table = table.name, rows);
         Ok(rows as u64)
+    }
+
+    /// Inserts `batch` into `table`'s `columns`, in the batch's order, in one
+    /// statement reading it through [`ARROW_ROWS`]. Staging tables keep the
+    /// appender: a run that found nothing new, which only merges, peaked 3
+    /// MiB higher through the scan (BENCHMARKS.md, "Twenty-fifth session").
+    pub(super) fn insert_rows(
+        &self,
+        table: &str,
+        columns: &[&str],
+        batch: RecordBatch,
+        json: Vec<bool>,
+    ) -> Result<usize, duckdb::Error> {
+        let columns: Vec<String> = columns.iter().map(|n| ident(n)).collect();
+        let lent = self.instance.lend(batch, json).map_err(|message| {
+            duckdb::Error::DuckDBFailure(duckdb::ffi::Error::new(duckdb::ffi::DuckDBError), Some(message))
+        })?;
+        self.conn
+            .prepare_cached(&format!(
+                "INSERT INTO {} ({}) SELECT * FROM {ARROW_ROWS}(?)",
+                ident(table),
+                columns.join(", ")
+            ))?
+            .execute([lent.token()])
     }
 }

@@ -4,6 +4,8 @@
 //! batch whose keys are all new and distinct (a backfill's) skips the staging
 //! table: only its keys are staged, to make sure, and its rows are appended.
 
+#[allow(unsafe_code)]
+mod arrow_scan;
 mod bench;
 pub mod export;
 mod held;
@@ -21,6 +23,8 @@ use std::path::{Path, PathBuf};
 
 use duckdb::Connection;
 
+use self::arrow_scan::Instance;
+
 use self::held::Held;
 use self::merge::Merge;
 pub(crate) use self::settings::MIN_PROBE_ROWS;
@@ -33,6 +37,8 @@ use super::SinkError;
 
 pub struct DuckDbSink {
     conn: Connection,
+    /// The database `conn` is connected to; closed after it (fields drop in order).
+    instance: Instance,
     path: PathBuf,
     /// Each table's merge statements, built once: their text never changes
     /// (the commit number is a parameter), so each is parsed once and kept
@@ -113,11 +119,12 @@ fn attach_with_row_groups(
     path: &Path,
     row_group_rows: usize,
     storage_version: Option<&str>,
-) -> Result<Connection, String> {
+) -> Result<(Connection, Instance), String> {
     let file = path
         .to_str()
         .ok_or("the path is not valid UTF-8, which DuckDB needs; set `[warehouse] duckdb` to a UTF-8 path")?;
-    let conn = Connection::open_in_memory().map_err(|e| e.to_string())?;
+    let instance = Instance::open_in_memory()?;
+    let conn = instance.connection()?;
     let storage = storage_version
         .map(|v| format!(", STORAGE_VERSION {}", sql_string(v)))
         .unwrap_or_default();
@@ -128,7 +135,7 @@ fn attach_with_row_groups(
         sql_string(&format!("{file}.tmp"))
     ))
     .map_err(|e| explain_open_error(&e.to_string()))?;
-    Ok(conn)
+    Ok((conn, instance))
 }
 
 /// A subquery whose rows (`value`) are the strings of a bound JSON array
@@ -197,7 +204,7 @@ impl DuckDbSink {
         } else {
             DUCKDB_ROW_GROUP_ROWS
         };
-        let conn = attach_with_row_groups(path, row_group_rows, version).map_err(open_err)?;
+        let (conn, instance) = attach_with_row_groups(path, row_group_rows, version).map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.execute_batch(&format!(
             "{}; SET threads = {}; {};",
@@ -211,6 +218,7 @@ impl DuckDbSink {
         })?;
         Ok(DuckDbSink {
             conn,
+            instance,
             path: path.to_owned(),
             merges: HashMap::new(),
             rows_since_open: 0,
@@ -236,8 +244,14 @@ impl DuckDbSink {
             message: e.to_string(),
         })?;
         drop(std::mem::replace(&mut self.conn, placeholder));
+        let placeholder = Instance::open_in_memory().map_err(|message| SinkError::Open {
+            path: self.path.clone(),
+            message,
+        })?;
+        drop(std::mem::replace(&mut self.instance, placeholder));
         let fresh = Self::reopen(&self.path, &self.settings)?;
         self.conn = fresh.conn;
+        self.instance = fresh.instance;
         self.memory_limit_now_mb.set(fresh.memory_limit_now_mb.get());
         self.held = None;
         self.rows_since_open = 0;

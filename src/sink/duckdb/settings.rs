@@ -33,9 +33,9 @@ impl Settings {
         self.memory_limit_mb >= HOLD_FROM_MB
     }
 
-    /// DuckDB's memory limit while it appends new rows, flushed `flush_bytes`
+    /// DuckDB's memory limit while it appends new rows, `flush_bytes` of them
     /// at a time, and while a bulk load commits: five eighths of the limit,
-    /// and twice a flush, which an append holds and cannot spill. Under the
+    /// and twice those bytes, which an append holds and cannot spill. Under the
     /// whole limit DuckDB kept each table's last row group of a held
     /// transaction uncompressed in memory until the limit was full, on top
     /// of everything else the process holds (BENCHMARKS.md, "Ninth session");
@@ -143,11 +143,9 @@ pub(super) const HOLD_FROM_MB: u64 = 20;
 /// Prepared statements kept per connection: a few per table.
 pub(super) const STATEMENT_CACHE: usize = 256;
 
-/// Rows DuckDB appends at a time (its vector size).
-pub(super) const APPEND_CHUNK_ROWS: usize = 2_048;
-
-/// Bytes of Arrow rows an appender is given between two flushes, at most,
-/// in whole chunks of [`APPEND_CHUNK_ROWS`].
+/// Bytes of Arrow rows a bulk load's lowered memory limit keeps room for
+/// ([`Settings::append_memory_limit_mb`]): at most what the appender was given
+/// between two flushes, when it appended new rows.
 pub(super) const APPEND_FLUSH_BYTES: usize = 4 << 20;
 
 /// What DuckDB may keep cached after a commit smaller than a row group, in
