@@ -2,7 +2,8 @@
 //! appended to a staging table through the Arrow appender, then merged by the
 //! table's load rule in the same transaction that moves the checkpoint. A large
 //! batch whose keys are all new and distinct (a backfill's) skips the staging
-//! table: only its keys are staged, to make sure, and its rows are appended.
+//! table: only its keys are staged, to make sure, and its rows are inserted
+//! through a table function DuckDB reads Arrow from itself (`arrow_scan`).
 
 #[allow(unsafe_code)]
 mod arrow_scan;
