@@ -228,7 +228,10 @@ impl DuckDbSink {
         Ok(written as u64)
     }
 
-    /// `table`'s staging table made anew by `create`, holding `batch`.
+    /// `table`'s staging table made anew by `create`, holding `batch`. It is
+    /// appended by the appender: through [`ARROW_ROWS`], a run that found
+    /// nothing new, which only merges, peaked 3 MiB higher (BENCHMARKS.md,
+    /// "Twenty-fifth session").
     pub(super) fn stage(&self, table: &TableDef, create: &str, batch: RecordBatch) -> Result<(), SinkError> {
         self.conn
             .execute_batch(create)
@@ -306,9 +309,7 @@ impl DuckDbSink {
     }
 
     /// Inserts `batch` into `table`'s `columns`, in the batch's order, in one
-    /// statement reading it through [`ARROW_ROWS`]. Staging tables keep the
-    /// appender: a run that found nothing new, which only merges, peaked 3
-    /// MiB higher through the scan (BENCHMARKS.md, "Twenty-fifth session").
+    /// statement reading it through [`ARROW_ROWS`].
     pub(super) fn insert_rows(
         &self,
         table: &str,

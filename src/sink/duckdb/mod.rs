@@ -25,7 +25,6 @@ use std::path::{Path, PathBuf};
 use duckdb::Connection;
 
 use self::arrow_scan::Instance;
-
 use self::held::Held;
 use self::merge::Merge;
 pub(crate) use self::settings::MIN_PROBE_ROWS;
