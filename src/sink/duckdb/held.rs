@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use chrono::Utc;
 
 use super::settings::{
-    APPEND_FLUSH_BYTES, BULK_ROWS, CHECKPOINT_ON_COMMIT_ROWS, HELD_ROW_GROUPS, PAUSE_MERGES, RESUME_MERGES,
+    APPEND_ROOM_BYTES, BULK_ROWS, CHECKPOINT_ON_COMMIT_ROWS, HELD_ROW_GROUPS, PAUSE_MERGES, RESUME_MERGES,
     ROW_GROUP_ROWS, SMALL_COMMIT_ROWS, set_checkpoint_threshold,
 };
 use super::{DuckDbSink, REPLACED_LOG, sql_err};
@@ -141,7 +141,7 @@ impl DuckDbSink {
         // needs the whole limit.
         let fills_row_groups = held.most_rows() >= ROW_GROUP_ROWS;
         if fills_row_groups {
-            self.limit_memory(self.settings.append_memory_limit_mb(APPEND_FLUSH_BYTES));
+            self.limit_memory(self.settings.append_memory_limit_mb(APPEND_ROOM_BYTES));
         } else {
             self.unlimit_memory();
         }

@@ -8,7 +8,7 @@ use super::merge::{
     Merge, NewKeysOnly, create_stage, key_bounds, key_columns, key_positions, merge_statements, staged_key_range,
     staging,
 };
-use super::settings::{APPEND_FLUSH_BYTES, MIN_PROBE_ROWS, MIN_SLICE_ROWS};
+use super::settings::{APPEND_ROOM_BYTES, MIN_PROBE_ROWS, MIN_SLICE_ROWS};
 use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, json_list, sql_err};
 use crate::batch::{batch_err, keys_are_distinct};
 use crate::sink::SinkError;
@@ -286,9 +286,9 @@ impl DuckDbSink {
     /// added over versions may hold them in another order.
     pub(super) fn append_new_rows(&self, table: &TableDef, batch: RecordBatch, seq: i64) -> Result<u64, SinkError> {
         let rows = batch.num_rows();
-        // Under a bulk load's lowered limit, with room for a few MiB of rows
-        // as the appender's flushes had ([`Settings::append_memory_limit_mb`]).
-        let bytes = batch.get_array_memory_size().min(APPEND_FLUSH_BYTES);
+        // Under a bulk load's lowered limit, with room for the rows on their
+        // way in ([`Settings::append_memory_limit_mb`]).
+        let bytes = batch.get_array_memory_size().min(APPEND_ROOM_BYTES);
         self.limit_memory(self.settings.append_memory_limit_mb(bytes));
         let mut fields: Vec<arrow::datatypes::FieldRef> = batch.schema().fields().iter().cloned().collect();
         fields.push(std::sync::Arc::new(arrow::datatypes::Field::new(

@@ -238,16 +238,14 @@ impl DuckDbSink {
     /// # Errors
     /// When the file cannot be opened again; the writer is then unusable.
     pub(super) fn reattach(&mut self) -> Result<(), SinkError> {
-        // The old connection goes first, so nothing of this process holds the file.
-        let placeholder = Connection::open_in_memory().map_err(|e| SinkError::Open {
-            path: self.path.clone(),
-            message: e.to_string(),
-        })?;
-        drop(std::mem::replace(&mut self.conn, placeholder));
-        let placeholder = Instance::open_in_memory().map_err(|message| SinkError::Open {
+        // The old database goes first, so nothing of this process holds the file.
+        let open_err = |message: String| SinkError::Open {
             path: self.path.clone(),
             message,
-        })?;
+        };
+        let placeholder = Instance::open_in_memory().map_err(open_err)?;
+        let placeholder_conn = placeholder.connection().map_err(open_err)?;
+        drop(std::mem::replace(&mut self.conn, placeholder_conn));
         drop(std::mem::replace(&mut self.instance, placeholder));
         let fresh = Self::reopen(&self.path, &self.settings)?;
         self.conn = fresh.conn;

@@ -33,9 +33,9 @@ impl Settings {
         self.memory_limit_mb >= HOLD_FROM_MB
     }
 
-    /// DuckDB's memory limit while it appends new rows, `flush_bytes` of them
-    /// at a time, and while a bulk load commits: five eighths of the limit,
-    /// and twice those bytes, which an append holds and cannot spill. Under the
+    /// DuckDB's memory limit while it appends new rows, `room_bytes` of them
+    /// on their way in, and while a bulk load commits: five eighths of the
+    /// limit, and twice those bytes, which an append holds and cannot spill. Under the
     /// whole limit DuckDB kept each table's last row group of a held
     /// transaction uncompressed in memory until the limit was full, on top
     /// of everything else the process holds (BENCHMARKS.md, "Ninth session");
@@ -44,9 +44,9 @@ impl Settings {
     /// Never less than the least configurable limit, though: at 32 appends
     /// under 20 MiB ran out where a row group's compression analysis copied
     /// each bar's distinct `raw` (BENCHMARKS.md, "Thirteenth session").
-    pub fn append_memory_limit_mb(&self, flush_bytes: usize) -> u64 {
+    pub fn append_memory_limit_mb(&self, room_bytes: usize) -> u64 {
         let limit = self.duckdb_memory_limit_mb();
-        let headroom = u64::try_from(flush_bytes.saturating_mul(2))
+        let headroom = u64::try_from(room_bytes.saturating_mul(2))
             .unwrap_or(u64::MAX)
             .div_ceil(1 << 20);
         (limit * 5 / 8)
@@ -143,10 +143,9 @@ pub(super) const HOLD_FROM_MB: u64 = 20;
 /// Prepared statements kept per connection: a few per table.
 pub(super) const STATEMENT_CACHE: usize = 256;
 
-/// Bytes of Arrow rows a bulk load's lowered memory limit keeps room for
-/// ([`Settings::append_memory_limit_mb`]): at most what the appender was given
-/// between two flushes, when it appended new rows.
-pub(super) const APPEND_FLUSH_BYTES: usize = 4 << 20;
+/// Bytes of Arrow rows on their way in that a bulk load's lowered memory
+/// limit keeps room for, at most ([`Settings::append_memory_limit_mb`]).
+pub(super) const APPEND_ROOM_BYTES: usize = 4 << 20;
 
 /// What DuckDB may keep cached after a commit smaller than a row group, in
 /// MiB. A later merge reads the blocks it dropped again, from the system's

@@ -204,7 +204,7 @@ fn a_small_commit_trims_what_duckdb_keeps_cached() {
         .conn
         .query_row("SELECT max(s) FROM wide", [], |r| r.get(0))
         .unwrap();
-    let lowered = Settings::default().append_memory_limit_mb(APPEND_FLUSH_BYTES) as i64;
+    let lowered = Settings::default().append_memory_limit_mb(APPEND_ROOM_BYTES) as i64;
     assert!(
         cached_mib(&sink) > lowered,
         "the scan filled the cache: {} MiB",
