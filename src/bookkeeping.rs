@@ -14,6 +14,7 @@ table! {
         requests: Int,
         rows_written: Int,
         error: Text,
+        shortfall: Int,
     }
     key: &["run_id", "pipeline"],
     load: LoadRule::Upsert,

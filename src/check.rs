@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::clock::Clock;
 use crate::config::{ApiKey, Config};
 use crate::sink::lock::WriterLock;
-use crate::upstream::{Access, Client, UpstreamError};
+use crate::upstream::{Access, BodyError, Client, UpstreamError};
 
 /// The one request `check` sends: keyed, so the service judges the key and
 /// answers with the key's quota headers, and the smallest answer a keyed
@@ -221,7 +221,7 @@ async fn service(config: &Config, key: ApiKey) -> Vec<Check> {
         .get(PROBE_ROUTE, Access::Key, |body| {
             serde_json::from_slice::<serde_json::Value>(body)
                 .map(|_| ())
-                .map_err(|e| format!("not JSON: {e}"))
+                .map_err(|e| BodyError::Malformed(format!("not JSON: {e}")))
         })
         .await;
     let asked = format!("GET {base}{PROBE_ROUTE}");

@@ -47,6 +47,8 @@ struct Metrics {
     last_success: Family<PipelineLabel, Gauge<f64, AtomicU64>>,
     stream_lag: Histogram,
     stream_connects: Family<StatusLabel, Counter>,
+    shortfall: Family<PipelineLabel, Gauge>,
+    unreadable: Family<PipelineLabel, Counter>,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
@@ -101,8 +103,22 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Live stream connections, by how they ended (closed by the server, dropped, refused)",
         stream_connects.clone(),
     );
+    let shortfall = Family::<PipelineLabel, Gauge>::default();
+    registry.register(
+        "fdsync_pipeline_shortfall",
+        "Records the service counted that the pipeline's last run did not store (0: complete)",
+        shortfall.clone(),
+    );
+    let unreadable = Family::<PipelineLabel, Counter>::default();
+    registry.register(
+        "fdsync_unreadable_responses",
+        "Answers (200) that could not be read, kept in _sync_quarantine, by pipeline",
+        unreadable.clone(),
+    );
     Metrics {
         registry,
+        shortfall,
+        unreadable,
         requests,
         rate_limited,
         rows_written,
@@ -181,6 +197,19 @@ pub fn pipeline_run(pipeline: &str, status: &str, finished_at: chrono::DateTime<
             })
             .set(finished_at.timestamp_millis() as f64 / 1000.0);
     }
+}
+
+/// What the pipeline's last run fell short of the service's counts, and
+/// the answers it could not read.
+pub fn shortfall(pipeline: &str, missing: u64, unreadable: u64) {
+    let label = PipelineLabel {
+        pipeline: pipeline.to_owned(),
+    };
+    METRICS
+        .shortfall
+        .get_or_create(&label)
+        .set(i64::try_from(missing).unwrap_or(i64::MAX));
+    METRICS.unreadable.get_or_create(&label).inc_by(unreadable);
 }
 
 pub fn stream_lag(seconds: f64) {

@@ -204,6 +204,10 @@ const COLUMN_DOCS: &[(&str, &str)] = &[
         "series_key",
         "The macro series key (macroSeries[].key of the country payload).",
     ),
+    (
+        "shortfall",
+        "Records the service counted (a wire total, listed sections, item codes) that the run did not store; 0 when it proved itself complete.",
+    ),
     ("short_name", "Short name."),
     (
         "snippet",

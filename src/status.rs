@@ -350,6 +350,13 @@ pub fn write_text(out: &mut impl Write, status: &Status) -> std::io::Result<()> 
                 ts(p.next_run_at)
             }
         )?;
+        if let Some(r) = p.last_run.as_ref().filter(|r| r.shortfall > 0) {
+            writeln!(
+                out,
+                "{:<16} ! incomplete: {} record(s) the service counts are not stored; the next run fetches them",
+                "", r.shortfall
+            )?;
+        }
         if let Some(error) = p.last_run.as_ref().and_then(|r| r.error.as_deref()) {
             writeln!(out, "{:<16} ! {}", "", shorten(error))?;
         }

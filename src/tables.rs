@@ -100,6 +100,12 @@ pub struct TableDef {
     /// Upsert: a column that orders versions of a row; an older version arriving
     /// late never replaces a newer one.
     pub newer_by: Option<&'static str>,
+    /// Append with a key: a staged row whose key is stored with another
+    /// value of this column is a version the service's key did not tell
+    /// apart (a headline rewritten without `updatedAt` moving). It is kept
+    /// too, its key's last column (a timestamp) taken from `_fetched_at`:
+    /// when fdsync first saw that version.
+    pub versioned_by: Option<&'static str>,
     /// How the lake splits the table into hive partitions; `None` for tables
     /// small enough to be one partition.
     pub lake_partition: Option<LakePartition>,
@@ -185,6 +191,13 @@ impl TableDef {
         self.name.starts_with("_sync_")
     }
 
+    /// Whether a stored row can change its lake partition: the partition is
+    /// computed from a column outside the key of a table whose rows change.
+    pub fn partition_can_move(&self) -> bool {
+        matches!(self.load, LoadRule::Upsert | LoadRule::Replace | LoadRule::History)
+            && self.lake_partition.is_some_and(|p| !self.key.contains(&p.source()))
+    }
+
     /// Whether the table declares a column `name` (lineage aside).
     pub fn has_column(&self, name: &str) -> bool {
         self.columns.iter().any(|c| c.name == name)
@@ -228,6 +241,7 @@ impl TableDef {
         lineage: true,
         keep_stored: &[],
         newer_by: None,
+        versioned_by: None,
         lake_partition: None,
         compression: &[],
     };

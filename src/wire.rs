@@ -9,6 +9,18 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The warehouse's `company_key` for a `cik` as served: a numeric SEC CIK
+/// zero-padded to the contract's ten digits (`789019` and `0000789019` are
+/// one company), anything else (a platform key such as `TW:2330`) as it is.
+pub fn company_key(cik: &str) -> String {
+    let cik = cik.trim();
+    if !cik.is_empty() && cik.len() <= 10 && cik.bytes().all(|b| b.is_ascii_digit()) {
+        format!("{cik:0>10}")
+    } else {
+        cik.to_owned()
+    }
+}
+
 /// Percent-encodes one path segment or query value.
 pub fn encode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
@@ -38,15 +50,26 @@ pub mod tolerant {
     pub fn parse_date(s: &str) -> Result<NaiveDate, String> {
         NaiveDate::parse_from_str(s, "%Y-%m-%d")
             .or_else(|_| DateTime::parse_from_rfc3339(s).map(|t| t.date_naive()))
+            .or_else(|_| without_offset(s).map(|t| t.date()).ok_or(()))
             .map_err(|_| format!("{s:?} is neither a date (YYYY-MM-DD) nor an RFC 3339 timestamp"))
     }
 
-    /// An RFC 3339 timestamp in any offset, or a date (midnight UTC).
+    /// An RFC 3339 timestamp in any offset, a date (midnight UTC), or a
+    /// date and time without an offset, read as UTC (the wire contract's
+    /// zone; `raw` keeps the text as served).
     pub fn parse_timestamp(s: &str) -> Result<DateTime<Utc>, String> {
         DateTime::parse_from_rfc3339(s)
             .map(|t| t.to_utc())
             .or_else(|_| NaiveDate::parse_from_str(s, "%Y-%m-%d").map(|d| d.and_time(NaiveTime::MIN).and_utc()))
-            .map_err(|_| format!("{s:?} is neither an RFC 3339 timestamp nor a date (YYYY-MM-DD)"))
+            .or_else(|_| without_offset(s).map(|t| t.and_utc()).ok_or(()))
+            .map_err(|()| format!("{s:?} is neither an RFC 3339 timestamp nor a date (YYYY-MM-DD)"))
+    }
+
+    /// `2026-11-25T14:03:07`, with a space for the `T` or a fraction of a second.
+    fn without_offset(s: &str) -> Option<chrono::NaiveDateTime> {
+        ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M"]
+            .iter()
+            .find_map(|format| chrono::NaiveDateTime::parse_from_str(s, format).ok())
     }
 
     pub fn timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
@@ -127,6 +150,15 @@ pub mod tolerant {
         use super::*;
 
         #[test]
+        fn ciks_are_padded_to_ten_digits_and_platform_keys_kept() {
+            assert_eq!(crate::wire::company_key("789019"), "0000789019");
+            assert_eq!(crate::wire::company_key("0000789019"), "0000789019");
+            assert_eq!(crate::wire::company_key(" 320193 "), "0000320193");
+            assert_eq!(crate::wire::company_key("TW:2330"), "TW:2330");
+            assert_eq!(crate::wire::company_key("12345678901"), "12345678901");
+        }
+
+        #[test]
         fn integers_take_every_json_number_with_a_whole_value() {
             #[derive(Deserialize)]
             struct T {
@@ -173,6 +205,11 @@ pub mod tolerant {
                 Ok("2026-11-25T00:00:00Z".parse().unwrap()),
                 "midnight UTC"
             );
+            for offsetless in ["2026-11-25T12:00:00", "2026-11-25 12:00:00.000", "2026-11-25T12:00"] {
+                assert_eq!(parse_timestamp(offsetless), Ok(noon), "{offsetless} read as UTC");
+                assert_eq!(parse_date(offsetless), Ok(day), "{offsetless}");
+            }
+            assert!(parse_timestamp("2026-11-25T25:00:00").is_err());
         }
     }
 }

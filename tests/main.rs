@@ -34,6 +34,8 @@ mod operations;
 mod pacing;
 /// Every pipeline's tables against the emulator's ground truth.
 mod pipelines;
+/// The service's other legal choices and likely slips: read whole, or said loudly.
+mod quirks;
 /// Crash it, starve it, feed it garbage: lose nothing (RELIABILITY.md).
 mod reliability;
 /// Every legal shape of the wire read; every leaf the service sends stored.

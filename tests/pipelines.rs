@@ -6,18 +6,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use fdsync::emulator::{PlanLimits, company_docs, events, geo, news};
-use fdsync::pipeline::Pipeline;
 use fdsync::sync::RunStatus;
 
-use crate::util::Harness;
-
-async fn run_ok(h: &Harness, pipelines: &[Pipeline]) {
-    let (report, result) = h.syncer.run_once(pipelines).await;
-    result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
-    for o in &report.outcomes {
-        assert_eq!(o.status, RunStatus::Ok, "{o:?}");
-    }
-}
+use crate::util::{Harness, headline_versions, run_ok, run_ok_after};
 
 fn text(v: &serde_json::Value, field: &str) -> String {
     v.get(field).and_then(|x| x.as_str()).unwrap_or("~").to_owned()
@@ -56,13 +47,7 @@ async fn news_tape_matches_the_emulator_through_arrivals_and_rewrites() {
     let mut pipelines = h.only(&["news"]);
     pipelines[0].params.backfill_days = Some(1);
     let world = h.emulator.emulator.world().clone();
-    let sim = h.clock.as_sim().unwrap().clone();
-    let mut run_times: Vec<DateTime<Utc>> = Vec::new();
-    for minutes in [0, 20, 100, 24 * 60] {
-        sim.advance(Duration::from_secs(minutes * 60));
-        run_times.push(h.clock.now());
-        run_ok(&h, &pipelines).await;
-    }
+    let run_times = run_ok_after(&h, &pipelines, &[0, 20, 100, 24 * 60]).await;
     let last = *run_times.last().unwrap();
     let count = news::CADENCE.count_at(world.seed, last);
     let ids = h.strings("SELECT id FROM news_items ORDER BY id").await;
@@ -76,8 +61,6 @@ async fn news_tape_matches_the_emulator_through_arrivals_and_rewrites() {
     );
 
     let mut truth = BTreeSet::new();
-    let mut versions = BTreeSet::new();
-    let mut rewritten = 0;
     for n in first..count {
         let it = news::item(&world, n, last).unwrap();
         let j = &it.json();
@@ -90,18 +73,8 @@ async fn news_tape_matches_the_emulator_through_arrivals_and_rewrites() {
             text(j, "url"),
             j["source"]["licenceClass"].as_str().unwrap()
         ));
-        versions.insert(format!("{}|{}", text(j, "id"), text(j, "headline")));
-        if let Some(at) = news::rewritten_at(world.seed, n).filter(|t| *t <= last) {
-            let original_seen = run_times
-                .iter()
-                .any(|t| n < news::CADENCE.count_at(world.seed, *t) && *t < at);
-            if original_seen {
-                rewritten += 1;
-                let before = news::item(&world, n, at - chrono::Duration::seconds(1)).unwrap();
-                versions.insert(format!("{}|{}", before.body.id, before.body.headline));
-            }
-        }
     }
+    let (versions, rewritten) = headline_versions(&world, first, &run_times);
     assert!(rewritten > 0, "the scenario rewrites headlines already stored");
     let stored: BTreeSet<String> = h
         .strings(

@@ -4,13 +4,15 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeSet;
+
 use chrono::{DateTime, Utc};
 use fdsync::clock::Clock;
 use fdsync::config::{ApiKey, Config};
-use fdsync::emulator::{self, Account, EmulatorConfig, PlanLimits, RunningEmulator};
+use fdsync::emulator::{self, Account, EmulatorConfig, PlanLimits, RunningEmulator, news, world::World};
 use fdsync::pipeline::{self, Pipeline};
 use fdsync::sink::SinkHandle;
-use fdsync::sync::Syncer;
+use fdsync::sync::{RunStatus, Syncer};
 use fdsync::upstream::Client;
 
 pub const TEST_KEY: &str = "pk_live_test_account_key_0001";
@@ -280,4 +282,49 @@ pub fn assert_doc_current(doc: &str, generated: &str, rerun: &str) {
         checked_in == generated,
         "{doc} is out of date: FDSYNC_BLESS=1 cargo test --release --test main {rerun}"
     );
+}
+
+/// Runs `pipelines` once; every pipeline must end `ok`.
+pub async fn run_ok(h: &Harness, pipelines: &[Pipeline]) {
+    let (report, result) = h.syncer.run_once(pipelines).await;
+    result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
+    for o in &report.outcomes {
+        assert_eq!(o.status, RunStatus::Ok, "{o:?}");
+    }
+}
+
+/// Runs `pipelines` after each of `minutes` more of the simulated clock,
+/// each run `ok`; returns when each ran.
+pub async fn run_ok_after(h: &Harness, pipelines: &[Pipeline], minutes: &[u64]) -> Vec<DateTime<Utc>> {
+    let sim = h.clock.as_sim().expect("a simulated clock").clone();
+    let mut run_times = Vec::new();
+    for m in minutes {
+        sim.advance(std::time::Duration::from_secs(m * 60));
+        run_times.push(h.clock.now());
+        run_ok(h, pipelines).await;
+    }
+    run_times
+}
+
+/// Every headline version of the news items from `first` on that a run at
+/// one of `run_times` could have seen (`id|headline`): the last one served,
+/// and the one before a rewrite some run saw first. With how many rewrites.
+pub fn headline_versions(world: &World, first: u64, run_times: &[DateTime<Utc>]) -> (BTreeSet<String>, usize) {
+    let last = *run_times.last().expect("a run");
+    let mut versions = BTreeSet::new();
+    let mut rewritten = 0;
+    for n in first..news::CADENCE.count_at(world.seed, last) {
+        let it = news::item(world, n, last).expect("an item");
+        versions.insert(format!("{}|{}", it.body.id, it.body.headline));
+        if let Some(at) = news::rewritten_at(world.seed, n).filter(|t| *t <= last)
+            && run_times
+                .iter()
+                .any(|t| n < news::CADENCE.count_at(world.seed, *t) && *t < at)
+        {
+            rewritten += 1;
+            let before = news::item(world, n, at - chrono::Duration::seconds(1)).expect("an item");
+            versions.insert(format!("{}|{}", before.body.id, before.body.headline));
+        }
+    }
+    (versions, rewritten)
 }

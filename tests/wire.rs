@@ -36,7 +36,7 @@ async fn full_sync(shapes: WireShapes) -> Harness {
 }
 
 /// Each data table's rows as text, lineage (`raw` included) left out.
-async fn rows_of(h: &Harness, table: &fdsync::tables::TableDef) -> BTreeSet<String> {
+pub(crate) async fn rows_of(h: &Harness, table: &fdsync::tables::TableDef) -> BTreeSet<String> {
     let columns: Vec<String> = table
         .columns
         .iter()

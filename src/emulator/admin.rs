@@ -14,6 +14,7 @@
 //! | PUT | /admin/faults?spec=SPEC | sets injected faults, as `--faults` takes them |
 //! | PUT | /admin/hostile?spec=SPEC | sets hostile behaviours, as `--hostile` takes them |
 //! | PUT | /admin/shapes?shapes=contract\|other | which legal shapes the data routes serve, as `--shapes` |
+//! | PUT | /admin/quirks?spec=SPEC | the service's other choices where the spec is open, as `--quirks` takes them |
 //! | GET | /admin/stats | requests answered, by status, 429s and faults |
 //! | POST | /admin/streams/drop | cuts every open news stream mid-flight, as a dropped link would |
 
@@ -28,7 +29,7 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use super::keys::KeyError;
-use super::{ApiError, Emulator, Faults, Hostile, WireShapes};
+use super::{ApiError, Emulator, Faults, Hostile, Quirks, WireShapes};
 
 type AdminResult = Result<Response, ApiError>;
 
@@ -66,6 +67,7 @@ impl Emulator {
             .route("/admin/faults", put(set_faults))
             .route("/admin/hostile", put(set_hostile))
             .route("/admin/shapes", put(set_shapes))
+            .route("/admin/quirks", put(set_quirks))
             .route("/admin/stats", get(stats))
             .route("/admin/streams/drop", post(drop_streams))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such admin route") })
@@ -167,6 +169,14 @@ async fn set_shapes(
     Query(query): Query<HashMap<String, String>>,
 ) -> AdminResult {
     emulator.set_shapes(parsed(&query, "shapes", WireShapes::parse)?);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn set_quirks(
+    State(emulator): State<Arc<Emulator>>,
+    Query(query): Query<HashMap<String, String>>,
+) -> AdminResult {
+    emulator.set_quirks(parsed(&query, "spec", Quirks::parse)?);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

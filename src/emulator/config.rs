@@ -82,6 +82,8 @@ pub struct EmulatorConfig {
     pub hostile: super::Hostile,
     /// Which of the contract's legal shapes the data routes serve.
     pub shapes: super::WireShapes,
+    /// Other choices a service may make where the specification is open (none by default).
+    pub quirks: super::Quirks,
     /// Minutes between 8-K filings on the wire (30: 48 a day).
     pub filing_spacing_minutes: i64,
     pub stream: StreamTiming,
@@ -128,6 +130,7 @@ impl Default for EmulatorConfig {
             faults: Faults::default(),
             hostile: super::Hostile::default(),
             shapes: super::WireShapes::default(),
+            quirks: super::Quirks::default(),
             filing_spacing_minutes: super::events::SPACING_MINUTES,
             stream: StreamTiming::default(),
             revoke_delay: chrono::Duration::seconds(60),

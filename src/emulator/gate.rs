@@ -160,6 +160,9 @@ pub(super) async fn limited(
         )
         .code("quota_exceeded");
         e.body.sales_email = Some(state.sales_email.clone());
+        if state.quirks.lock().unwrap_or_else(|e| e.into_inner()).bare_quota_429 {
+            (e.body.code, e.body.sales_email) = (None, None);
+        }
         let mut r = e.into_response();
         r.headers_mut()
             .insert("retry-after", HeaderValue::from(ceil_secs(end - now)));

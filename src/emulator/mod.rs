@@ -18,6 +18,7 @@ pub mod macro_series;
 mod market;
 pub mod news;
 mod news_routes;
+mod quirks;
 mod routes;
 mod shapes;
 pub mod world;
@@ -46,6 +47,7 @@ pub use hostile::Hostile;
 use keys::Keyring;
 pub use keys::{Account, Credits};
 use news_routes::*;
+pub use quirks::{LIST_ROUTES, Quirks, RENAMED_LIST};
 use routes::*;
 pub use shapes::{Served, WireShapes};
 use world::World;
@@ -77,6 +79,8 @@ struct AppState {
     faults: Mutex<Faults>,
     hostile: Mutex<Hostile>,
     shapes: Mutex<WireShapes>,
+    quirks: Mutex<Quirks>,
+    quirk_state: Mutex<quirks::QuirkState>,
     /// Bodies served, while a test records them.
     served: Mutex<Option<Vec<Served>>>,
     stream: StreamTiming,
@@ -138,6 +142,8 @@ impl Emulator {
                 faults: Mutex::new(config.faults),
                 hostile: Mutex::new(config.hostile),
                 shapes: Mutex::new(config.shapes),
+                quirks: Mutex::new(config.quirks),
+                quirk_state: Mutex::new(quirks::QuirkState::default()),
                 served: Mutex::new(None),
                 stream: config.stream,
                 fault_seq: Default::default(),
@@ -157,6 +163,13 @@ impl Emulator {
     /// Serves the contract's shapes, or the other legal ones, from now on.
     pub fn set_shapes(&self, shapes: WireShapes) {
         *self.state.shapes.lock().unwrap_or_else(|e| e.into_inner()) = shapes;
+    }
+
+    /// Switches quirks on or off from now on; what they remembered (texts
+    /// served empty, the page withheld) is forgotten.
+    pub fn set_quirks(&self, quirks: Quirks) {
+        *self.state.quirks.lock().unwrap_or_else(|e| e.into_inner()) = quirks;
+        *self.state.quirk_state.lock().unwrap_or_else(|e| e.into_inner()) = quirks::QuirkState::default();
     }
 
     /// Keeps every JSON body served from now on.
@@ -255,6 +268,7 @@ impl Emulator {
             .route("/api/v1/watchlists", get(account_surface))
             .route("/api/v1/workspace", get(account_surface))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+            .layer(middleware::from_fn_with_state(self.state.clone(), quirks::quirks))
             .layer(middleware::from_fn_with_state(self.state.clone(), shapes::shapes))
             .layer(middleware::from_fn_with_state(self.state.clone(), inject_faults))
             .layer(middleware::from_fn_with_state(self.state.clone(), gate))

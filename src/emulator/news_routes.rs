@@ -42,7 +42,8 @@ pub(super) fn feed_page(
     let changed_since = query
         .get("changedSince")
         .map(|v| {
-            DateTime::parse_from_rfc3339(v).map(|d| d.to_utc()).map_err(|_| {
+            // As served: an offset-less time (a quirk) is UTC.
+            crate::wire::tolerant::parse_timestamp(v).map_err(|_| {
                 bad_request(format!(
                     "invalid changedSince '{v}': an RFC 3339 time (the serverTime of the last call)"
                 ))

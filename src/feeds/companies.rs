@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{Feed, Fetch, nothing_more, parse_body};
+use super::{BodyError, Feed, Fetch, nothing_more, parse_body};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::LoadRule;
@@ -66,17 +66,22 @@ pub static FEED: Feed = Feed {
 };
 
 /// A lookup's `companies` row; the canonical key, unless the payload has none usable.
-fn read_key(rows: &mut Rows, body: &[u8]) -> Result<Option<String>, String> {
+fn read_key(rows: &mut Rows, body: &[u8]) -> Result<Option<String>, BodyError> {
     let raw: &RawValue = parse_body(body)?;
     Ok(read(rows, raw).map(|company| company.cik))
 }
 
 /// A `companies` row; the company, unless its payload has no usable key.
 pub fn read(rows: &mut Rows, raw: &RawValue) -> Option<Company> {
-    let company: Company = rows.parse(raw, "company")?;
+    let mut company: Company = rows.parse(raw, "company")?;
     if company.cik.trim().is_empty() {
         rows.quarantine(raw.get(), "company: empty cik".into());
         return None;
+    }
+    // One spelling of a company key wherever it arrives: `789019` is `0000789019`.
+    company.cik = crate::wire::company_key(&company.cik);
+    for predecessor in &mut company.predecessors {
+        *predecessor = crate::wire::company_key(predecessor);
     }
     let row = CompanyRow {
         company_key: Some(&company.cik),

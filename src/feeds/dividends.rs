@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{Feed, Fetch, PerCompany, nothing_more, parse_body};
+use super::{BodyError, Feed, Fetch, PerCompany, nothing_more, parse_body};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
@@ -19,7 +19,7 @@ pub struct DividendsPage<'a> {
     pub events: Vec<&'a RawValue>,
     #[serde(borrow)]
     pub summary: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "yieldSeries")]
+    #[serde(borrow, rename = "yieldSeries")]
     pub yield_series: Vec<&'a RawValue>,
 }
 
@@ -132,7 +132,7 @@ pub static FEED: Feed = Feed {
     check: nothing_more,
 };
 
-fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, String> {
+fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, BodyError> {
     let page: DividendsPage = parse_body(body)?;
     let as_of = rows.fetched_at.date_naive();
     Ok(read(rows, &page, company_key, as_of))
@@ -141,7 +141,8 @@ fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<N
 /// `dividends`, `dividend_summaries` and `dividend_yields` from one
 /// dividends page; returns the latest ex-date.
 pub fn read(rows: &mut Rows, page: &DividendsPage<'_>, company_key: &str, as_of: NaiveDate) -> Option<NaiveDate> {
-    let (cik, symbol, currency) = (page.cik.as_deref(), page.symbol.as_deref(), page.currency.as_deref());
+    let cik = page.cik.as_deref().map(crate::wire::company_key);
+    let (cik, symbol, currency) = (cik.as_deref(), page.symbol.as_deref(), page.currency.as_deref());
     let mut latest = None;
     for raw in &page.events {
         let Some(e) = rows.parse::<DividendEvent>(raw, "dividend event") else {

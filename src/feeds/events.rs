@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{
-    CompanyIndex, Entry, Feed, Fetch, Params, ParentTexts, Pending, Stored, StoredParts, WindowPage, Windows,
-    nothing_more, page_limit, parse_body,
+    BodyError, CompanyIndex, Entry, Feed, Fetch, Params, ParentTexts, Pending, Stored, StoredParts, WindowPage,
+    Windows, nothing_more, page_limit, parse_body,
 };
 use crate::batch::table;
 use crate::records::Rows;
@@ -21,13 +21,16 @@ use crate::tables::{LakePartition, LoadRule};
 pub struct EventsPage<'a> {
     pub cik: Option<String>,
     pub symbol: Option<String>,
-    #[serde(borrow, default)]
+    #[serde(borrow)]
     pub events: Vec<&'a RawValue>,
     /// The wire only: rows matching the query, and where this page starts.
     #[serde(default, deserialize_with = "crate::wire::tolerant::option_count")]
     pub total: Option<u64>,
     #[serde(default, deserialize_with = "crate::wire::tolerant::option_count")]
     pub offset: Option<u64>,
+    /// The wire only: the page size the service used, which may be less than asked.
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_count")]
+    pub limit: Option<u64>,
 }
 
 /// An 8-K event entry; the wire and latest add who filed it.
@@ -169,13 +172,16 @@ fn paged(_route: &str, params: &Params) -> Result<(), String> {
     page_limit(params)
 }
 
-fn read_wire(rows: &mut Rows, body: &[u8]) -> Result<WindowPage, String> {
+fn read_wire(rows: &mut Rows, body: &[u8]) -> Result<WindowPage, BodyError> {
     let page: EventsPage = parse_body(body)?;
     let records = page
         .events
         .iter()
         .map(|raw| match read(rows, raw, None, None) {
-            Some(e) => (e.accession, e.filing_date),
+            Some(e) => {
+                let dated = e.filing_date.or(e.accepted_at.map(|t| t.date_naive()));
+                (e.accession, dated)
+            }
             // Quarantined: still a place in the order, at no known date.
             None => (raw.get().to_owned(), None),
         })
@@ -183,10 +189,11 @@ fn read_wire(rows: &mut Rows, body: &[u8]) -> Result<WindowPage, String> {
     Ok(WindowPage {
         records,
         total: page.total,
+        limit: page.limit,
     })
 }
 
-fn read_index(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Entry>, String> {
+fn read_index(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Entry>, BodyError> {
     let page: EventsPage = parse_body(body)?;
     Ok(page
         .events
@@ -199,7 +206,7 @@ fn read_index(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Ent
         .collect())
 }
 
-fn read_latest(rows: &mut Rows, body: &[u8]) -> Result<String, String> {
+fn read_latest(rows: &mut Rows, body: &[u8]) -> Result<String, BodyError> {
     let page: EventsPage = parse_body(body)?;
     for raw in &page.events {
         read(rows, raw, None, None);
@@ -208,9 +215,11 @@ fn read_latest(rows: &mut Rows, body: &[u8]) -> Result<String, String> {
 }
 
 /// An `events` row; returns the entry. The filer is `company_key` when the
-/// route names it (the per-company index), else the entry's own `cik`.
+/// route names it (the per-company index), else the entry's own `cik`,
+/// padded to ten digits as every company key is.
 pub fn read(rows: &mut Rows, raw: &RawValue, company_key: Option<&str>, symbol: Option<&str>) -> Option<EventEntry> {
-    let e: EventEntry = rows.parse(raw, "8-K event")?;
+    let mut e: EventEntry = rows.parse(raw, "8-K event")?;
+    e.cik = e.cik.as_deref().map(crate::wire::company_key);
     let Some(key) = company_key.or(e.cik.as_deref()) else {
         rows.quarantine(raw.get(), "8-K event: no cik names the filer".into());
         return None;

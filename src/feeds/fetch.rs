@@ -6,21 +6,21 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::value::RawValue;
 
-use super::Params;
+use super::{BodyError, Params};
 use crate::config::Config;
 use crate::records::Rows;
 use crate::tables::TableDef;
 
 /// A reader of a whole single-request response: rows, and the checkpoint
 /// cursor to save with them.
-pub type ReadSingle = fn(&mut Rows, body: &[u8]) -> Result<String, String>;
+pub type ReadSingle = fn(&mut Rows, body: &[u8]) -> Result<String, BodyError>;
 
 /// A reader of one company's response: the newest date it holds, if any.
-pub type ReadCompany = fn(&mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, String>;
+pub type ReadCompany = fn(&mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, BodyError>;
 
 /// A reader of an identifier's lookup: the canonical company key, unless the
 /// payload has none usable (then quarantined).
-pub type ReadCompanyKey = fn(&mut Rows, body: &[u8]) -> Result<Option<String>, String>;
+pub type ReadCompanyKey = fn(&mut Rows, body: &[u8]) -> Result<Option<String>, BodyError>;
 
 /// The query (without `?`) of one company's request, from the date its
 /// checkpoint holds.
@@ -28,19 +28,19 @@ pub type CompanyQuery = fn(last: Option<NaiveDate>, today: NaiveDate, params: &P
 
 /// A reader of a tape's page: its items as rows, with `company_key` on a
 /// company's tape; what each item was, for the live stream's lag.
-pub type ReadTape = fn(&mut Rows, body: &[u8], company_key: Option<&str>) -> Result<Vec<Arrival>, String>;
+pub type ReadTape = fn(&mut Rows, body: &[u8], company_key: Option<&str>) -> Result<Vec<Arrival>, BodyError>;
 
 /// A reader of a company's index: rows, and each entry read.
-pub type ReadIndex = fn(&mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Entry>, String>;
+pub type ReadIndex = fn(&mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Entry>, BodyError>;
 
 /// A reader of a company's document list: rows, and each document, newest first.
-pub type ReadDocuments = fn(&mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Document>, String>;
+pub type ReadDocuments = fn(&mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Document>, BodyError>;
 
 /// A reader of one part of a document.
-pub type ReadPart = fn(&mut Rows, body: &[u8], company_key: &str, id: &str, part: &Part) -> Result<(), String>;
+pub type ReadPart = fn(&mut Rows, body: &[u8], company_key: &str, id: &str, part: &Part) -> Result<(), BodyError>;
 
 /// A reader of a layer list observed on `day`: rows, and every code it names.
-pub type ReadLayers = fn(&mut Rows, body: &[u8], day: NaiveDate) -> Result<Vec<String>, String>;
+pub type ReadLayers = fn(&mut Rows, body: &[u8], day: NaiveDate) -> Result<Vec<String>, BodyError>;
 
 /// The generic engines that fetch feeds.
 pub enum Fetch {
@@ -167,9 +167,9 @@ impl PerCompany {
 /// route, then each listed entity's history at `params.series_route`.
 pub struct PerCountry {
     /// A country's list: each usable entry; an unusable one is quarantined into the rows.
-    pub list: fn(&mut Rows, body: &[u8]) -> Result<Vec<Listed>, String>,
+    pub list: fn(&mut Rows, body: &[u8]) -> Result<Vec<Listed>, BodyError>,
     /// One entity's history as rows; returns the cursor of its checkpoint.
-    pub read: fn(&mut Rows, body: &[u8], country: &str, listed: &Listed) -> Result<String, String>,
+    pub read: fn(&mut Rows, body: &[u8], country: &str, listed: &Listed) -> Result<String, BodyError>,
 }
 
 /// An entry of a [`PerCountry`] list: the key its history route takes, and
@@ -182,8 +182,9 @@ pub struct Listed {
 /// [`Fetch::Cursor`] and [`Fetch::CompanyCursor`]: a tape paged with the
 /// wire contract's cursors (`after`, `before`, `changedSince`, `limit`).
 pub struct Tape {
-    /// A page's own fields: what the next request needs.
-    pub head: fn(body: &[u8]) -> Result<TapeHead, String>,
+    /// A page's own fields: what the next request needs; with `with_ids`,
+    /// the ids of the new items too (a forward page's).
+    pub head: fn(body: &[u8], with_ids: bool) -> Result<TapeHead, BodyError>,
     /// A page's items as rows, with `company_key` on a company's tape; what
     /// each item was, for the live stream's lag.
     pub read: ReadTape,
@@ -204,6 +205,9 @@ pub struct TapeHead {
     pub items: usize,
     /// Its oldest item's first sighting: whether a backfill goes on.
     pub oldest: Option<DateTime<Utc>>,
+    /// The ids of the items not sent again for a rewrite, in the page's
+    /// order, when asked for.
+    pub new_ids: Vec<String>,
 }
 
 /// One item a tape's page delivered.
@@ -266,7 +270,7 @@ pub struct Windows {
     /// (open: from the start) to `to`, inclusive, newest or oldest first.
     pub query: fn(from: Option<NaiveDate>, to: NaiveDate, newest_first: bool, limit: u32, offset: u64) -> String,
     /// A page as rows: its records and the window's total.
-    pub read: fn(&mut Rows, body: &[u8]) -> Result<WindowPage, String>,
+    pub read: fn(&mut Rows, body: &[u8]) -> Result<WindowPage, BodyError>,
     pub stored: &'static Stored,
     pub pending: &'static Pending,
 }
@@ -276,7 +280,10 @@ pub struct Windows {
 pub struct WindowPage {
     /// Each record's key and date, in the page's order.
     pub records: Vec<(String, Option<NaiveDate>)>,
+    /// The records the service counts in the window.
     pub total: Option<u64>,
+    /// The page size the service used, when it says.
+    pub limit: Option<u64>,
 }
 
 /// [`Fetch::ParentTexts`]: the route holds `{company}` and `{accession}` (the
@@ -327,7 +334,7 @@ pub struct Layers {
     /// The list as rows observed on `day`; returns every code it names.
     pub list: ReadLayers,
     /// The counts as rows observed on `day`.
-    pub read: fn(&mut Rows, body: &[u8], day: NaiveDate) -> Result<(), String>,
+    pub read: fn(&mut Rows, body: &[u8], day: NaiveDate) -> Result<(), BodyError>,
     /// The configured codes (none: all listed), and the key that configures them.
     pub configured: fn(&Config) -> &[String],
     pub configured_key: &'static str,

@@ -5,7 +5,9 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Document, DocumentParts, Feed, Fetch, Params, Part, Stored, StoredParts, parse_body, route_param};
+use super::{
+    BodyError, Document, DocumentParts, Feed, Fetch, Params, Part, Stored, StoredParts, parse_body, route_param,
+};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::Compression::Zstd;
@@ -14,7 +16,7 @@ use crate::tables::{LakePartition, LoadRule};
 /// `GET /companies/{id}/filing-notes`, newest first.
 #[derive(Debug, Deserialize)]
 pub struct FilingNotesPage<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow)]
     pub filings: Vec<&'a RawValue>,
 }
 
@@ -107,7 +109,7 @@ fn check(_route: &str, params: &Params) -> Result<(), String> {
     )
 }
 
-fn read_list(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Document>, String> {
+fn read_list(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Document>, BodyError> {
     let page: FilingNotesPage = parse_body(body)?;
     Ok(read(rows, &page, company_key)
         .into_iter()
@@ -126,7 +128,7 @@ fn read_list(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Docu
         .collect())
 }
 
-fn read_part(rows: &mut Rows, body: &[u8], company_key: &str, accession: &str, part: &Part) -> Result<(), String> {
+fn read_part(rows: &mut Rows, body: &[u8], company_key: &str, accession: &str, part: &Part) -> Result<(), BodyError> {
     let raw: &RawValue = parse_body(body)?;
     let section = SectionRef {
         key: part.key.clone(),
@@ -163,9 +165,11 @@ pub fn read_section(rows: &mut Rows, raw: &RawValue, company_key: &str, accessio
     let Some(t) = rows.parse::<SectionText>(raw, "filing section") else {
         return false;
     };
+    // Keyed by what was asked for: a body that names another section would
+    // otherwise leave the one listed missing, and asked for again every run.
     let row = FilingSectionRow {
-        accession: Some(t.accession.as_deref().unwrap_or(accession)),
-        section_key: Some(t.key.as_deref().unwrap_or(&section.key)),
+        accession: Some(accession),
+        section_key: Some(&section.key),
         company_key: Some(company_key),
         title: t.title.as_deref().or(section.title.as_deref()),
         text: Some(&t.text),

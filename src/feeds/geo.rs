@@ -13,7 +13,7 @@ use crate::tables::{LakePartition, LoadRule};
 /// `GET /geo/layers`.
 #[derive(Debug, Deserialize)]
 pub struct GeoLayersPage<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow)]
     pub layers: Vec<&'a RawValue>,
 }
 
@@ -29,7 +29,7 @@ pub struct GeoLayer {
 /// `GET /geo/countries?layers=...`.
 #[derive(Debug, Deserialize)]
 pub struct GeoCountriesPage<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow)]
     pub countries: Vec<&'a RawValue>,
 }
 

@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Feed, Fetch, Listed, Params, PerCountry, parse_body, route_param};
+use super::{BodyError, Feed, Fetch, Listed, Params, PerCountry, parse_body, route_param};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
@@ -16,7 +16,7 @@ use crate::tables::{LakePartition, LoadRule};
 pub struct CountryPage<'a> {
     pub iso: Option<String>,
     pub name: Option<String>,
-    #[serde(borrow, default)]
+    #[serde(borrow)]
     pub macro_series: Vec<&'a RawValue>,
 }
 
@@ -32,7 +32,7 @@ pub struct SeriesRef {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SeriesPage<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow)]
     pub history: Vec<&'a RawValue>,
     pub frequency: Option<String>,
     pub description: Option<String>,
@@ -114,7 +114,7 @@ fn check(_route: &str, params: &Params) -> Result<(), String> {
 
 /// A country's `macro_countries` row and its series list: each series whose
 /// key the history route takes.
-fn read_list(rows: &mut Rows, body: &[u8]) -> Result<Vec<Listed>, String> {
+fn read_list(rows: &mut Rows, body: &[u8]) -> Result<Vec<Listed>, BodyError> {
     let page: CountryPage = parse_body(body)?;
     if let (Some(iso), Ok(text)) = (&page.iso, std::str::from_utf8(body)) {
         let row = MacroCountryRow {
@@ -153,7 +153,7 @@ fn is_series_key(key: &str) -> bool {
 
 /// One series' page: its `macro_series` row and every observation; the
 /// cursor is the newest vintage.
-fn read_history(rows: &mut Rows, body: &[u8], country: &str, listed: &Listed) -> Result<String, String> {
+fn read_history(rows: &mut Rows, body: &[u8], country: &str, listed: &Listed) -> Result<String, BodyError> {
     let page: SeriesPage = parse_body(body)?;
     let entry: SeriesRef = parse_body(listed.raw.get().as_bytes())?;
     read_series(rows, country, &listed.raw, &entry, &page);

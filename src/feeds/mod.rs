@@ -28,6 +28,7 @@ use serde::Deserialize;
 use crate::bookkeeping::BOOKKEEPING;
 use crate::records::Rows;
 use crate::tables::TableDef;
+pub use crate::upstream::BodyError;
 
 pub use self::fetch::*;
 
@@ -199,7 +200,7 @@ pub fn read_as_every_response(rows: &mut Rows, body: &[u8]) {
                 }
             }
             Fetch::Cursor(tape) | Fetch::CompanyCursor(tape) => {
-                let _ = (tape.head)(body);
+                let _ = (tape.head)(body, true);
                 let _ = (tape.read)(rows, body, Some(COMPANY));
             }
             Fetch::CompanyIndex(index) => {
@@ -258,19 +259,66 @@ fn page_limit(params: &Params) -> Result<(), String> {
 }
 
 /// Reads a response's envelope; an error names the field that failed, from
-/// a second read that tracks the path, which only a failure pays for.
-fn parse_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, String> {
-    if let Ok(parsed) = serde_json::from_slice(body) {
-        return Ok(parsed);
-    }
-    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body)).map_err(|e| {
-        if e.path().iter().next().is_none() {
-            e.into_inner().to_string()
-        } else {
+/// a second read that tracks the path, which only a failure pays for. A body
+/// that is not whole JSON is [`BodyError::Malformed`] (asked again); whole
+/// JSON without what the envelope needs (its list absent, renamed or `null`)
+/// is [`BodyError::Unreadable`], naming the top-level fields it did have.
+fn parse_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, BodyError> {
+    let first = match serde_json::from_slice(body) {
+        Ok(parsed) => return Ok(parsed),
+        Err(e) => e,
+    };
+    let message = match serde_path_to_error::deserialize::<_, T>(&mut serde_json::Deserializer::from_slice(body)) {
+        Ok(parsed) => return Ok(parsed),
+        Err(e) if e.path().iter().next().is_none() => e.into_inner().to_string(),
+        Err(e) => {
             let path = e.path().to_string();
             format!("field `{path}`: {}", e.into_inner())
         }
-    })
+    };
+    if first.classify() != serde_json::error::Category::Data {
+        return Err(BodyError::Malformed(message));
+    }
+    // Where in a long line a field was missing tells no one anything.
+    let message = match message.rfind(" at line ") {
+        Some(at) => message[..at].to_owned(),
+        None => message,
+    };
+    Err(BodyError::Unreadable(match top_level_fields(body) {
+        Some(fields) if fields.is_empty() => format!("{message}; the body is an empty object"),
+        Some(fields) => format!("{message}; the body's top-level fields: {}", fields.join(", ")),
+        None => format!("{message}; the body is not a JSON object"),
+    }))
+}
+
+/// The names of a JSON object's fields, in the order served; `None` for
+/// anything but an object. At most 32, each cut to 64 characters: a name is
+/// the service's text, and goes into logs and the run log.
+fn top_level_fields(body: &[u8]) -> Option<Vec<String>> {
+    struct Fields(Vec<String>);
+    impl<'de> Deserialize<'de> for Fields {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Fields, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Fields;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
+                    let mut names = Vec::new();
+                    while let Some(name) = map.next_key::<String>()? {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                        if names.len() < 32 {
+                            names.push(name.chars().take(64).collect::<String>());
+                        }
+                    }
+                    Ok(Fields(names))
+                }
+            }
+            d.deserialize_map(Visit)
+        }
+    }
+    serde_json::from_slice::<Fields>(body).ok().map(|f| f.0)
 }
 
 #[cfg(test)]
@@ -331,6 +379,37 @@ mod tests {
             refused.contains("last Tuesday") && refused.contains("RFC 3339"),
             "{refused}"
         );
+    }
+
+    /// A list absent, renamed or null is unreadable (the body names what it
+    /// had); a body cut short is malformed, and asked again.
+    #[test]
+    fn an_envelope_without_its_list_is_unreadable_and_a_cut_body_malformed() {
+        #[derive(Debug, Deserialize)]
+        struct Page<'a> {
+            #[serde(borrow)]
+            #[allow(dead_code)]
+            events: Vec<&'a serde_json::value::RawValue>,
+        }
+        for (body, expected) in [
+            (
+                r#"{"total": 3, "data": []}"#,
+                "missing field `events`; the body's top-level fields: total, data",
+            ),
+            (r#"{"events": null}"#, "the body's top-level fields: events"),
+            ("{}", "the body is an empty object"),
+            ("[1, 2]", "the body is not a JSON object"),
+        ] {
+            match parse_body::<Page>(body.as_bytes()) {
+                Err(BodyError::Unreadable(why)) => assert!(why.contains(expected), "{body}: {why}"),
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            parse_body::<Page>(br#"{"events": [{"a": 1}"#),
+            Err(BodyError::Malformed(_))
+        ));
+        assert_eq!(parse_body::<Page>(br#"{"events": []}"#).unwrap().events.len(), 0);
     }
 
     /// The `pages` fuzz target's seeds, each read as every response.

@@ -6,7 +6,7 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Feed, Fetch, PerCompany, nothing_more, parse_body};
+use super::{BodyError, Feed, Fetch, PerCompany, nothing_more, parse_body};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
@@ -16,7 +16,7 @@ pub struct MonthlyRevenuePage<'a> {
     pub symbol: Option<String>,
     pub currency: Option<String>,
     pub licence: Option<String>,
-    #[serde(borrow, default)]
+    #[serde(borrow)]
     pub months: Vec<&'a RawValue>,
 }
 
@@ -65,7 +65,7 @@ pub static FEED: Feed = Feed {
 };
 
 /// `monthly_revenue`; returns the newest month.
-fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, String> {
+fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, BodyError> {
     let page: MonthlyRevenuePage = parse_body(body)?;
     let mut newest = None;
     for raw in &page.months {

@@ -6,7 +6,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{Arrival, Feed, Fetch, Params, Tape, TapeHead, nothing_more, page_limit, parse_body, route_param};
+use super::{
+    Arrival, BodyError, Feed, Fetch, Params, Tape, TapeHead, nothing_more, page_limit, parse_body, route_param,
+};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::Compression::{Dictionary, Fsst, Zstd};
@@ -16,7 +18,7 @@ use crate::tables::{LakePartition, LoadRule};
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NewsPage<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow)]
     pub items: Vec<&'a RawValue>,
     pub latest_id: Option<String>,
     pub next_cursor: Option<String>,
@@ -70,6 +72,15 @@ pub struct NewsItemSeen {
     pub first_seen_at: Option<DateTime<Utc>>,
 }
 
+/// A news item's id, and whether it came again for a rewritten headline:
+/// what shows that a forward page follows on from the last.
+#[derive(Debug, Deserialize)]
+struct NewsItemId {
+    id: Option<String>,
+    #[serde(default)]
+    rewritten: bool,
+}
+
 /// A news source, as an item carries it or as `/news/sources` lists it.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -111,14 +122,14 @@ impl<'a> SourceRecord<'a> {
 /// `GET /news/sources`.
 #[derive(Debug, Deserialize)]
 pub struct NewsSourcesPage<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow)]
     pub sources: Vec<&'a RawValue>,
 }
 
 /// `GET /news/topics`.
 #[derive(Debug, Deserialize)]
 pub struct NewsTopicsPage<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow)]
     pub topics: Vec<&'a RawValue>,
 }
 
@@ -176,7 +187,9 @@ table! {
 }
 
 table! {
-    /// Every headline version ever seen, by the item's `updatedAt`.
+    /// Every headline version ever seen, by the item's `updatedAt`; a
+    /// headline rewritten without `updatedAt` moving is a version too, at
+    /// the time fdsync first saw it (`raw` keeps the `updatedAt` served).
     pub const NEWS_HEADLINE_REVISIONS: HeadlineRevisionRow = "news_headline_revisions" {
         id: Text,
         updated_at: Timestamp,
@@ -184,6 +197,7 @@ table! {
     }
     key: &["id", "updated_at"],
     load: LoadRule::Append,
+    versioned_by: Some("headline"),
     lake_partition: Some(LakePartition::Month("updated_at")),
     compression: &[("raw", Zstd), ("id", Fsst), ("headline", Fsst)],
 }
@@ -287,7 +301,7 @@ const TAPE: Tape = Tape {
 /// first), so its oldest item is at one end; both ends are read, whichever
 /// order a server chose. An end item whose `firstSeenAt` does not parse
 /// (quarantined by the mapping) gives way to its neighbour.
-fn read_head(body: &[u8]) -> Result<TapeHead, String> {
+fn read_head(body: &[u8], with_ids: bool) -> Result<TapeHead, BodyError> {
     let page: NewsPage = parse_body(body)?;
     let seen = |raw: &&RawValue| {
         serde_json::from_str::<NewsItemSeen>(raw.get())
@@ -301,6 +315,16 @@ fn read_head(body: &[u8]) -> Result<TapeHead, String> {
         .into_iter()
         .chain(page.items.iter().rev().find_map(seen))
         .min();
+    let new_ids = if with_ids {
+        page.items
+            .iter()
+            .filter_map(|raw| serde_json::from_str::<NewsItemId>(raw.get()).ok())
+            .filter(|item| !item.rewritten)
+            .filter_map(|item| item.id)
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(TapeHead {
         latest_id: page.latest_id,
         next_cursor: page.next_cursor,
@@ -308,11 +332,12 @@ fn read_head(body: &[u8]) -> Result<TapeHead, String> {
         server_time: page.server_time,
         items: page.items.len(),
         oldest,
+        new_ids,
     })
 }
 
 /// Every item of a page ([`read_item`]).
-fn read_page(rows: &mut Rows, body: &[u8], company_key: Option<&str>) -> Result<Vec<Arrival>, String> {
+fn read_page(rows: &mut Rows, body: &[u8], company_key: Option<&str>) -> Result<Vec<Arrival>, BodyError> {
     let page: NewsPage = parse_body(body)?;
     Ok(page
         .items
@@ -345,7 +370,13 @@ pub struct NewsSeen {
 /// row; with `company_key` (a company's own feed), the `news_company_items`
 /// row that says the company's feed served it.
 pub fn read_item(rows: &mut Rows, raw: &RawValue, company_key: Option<&str>) -> Option<NewsSeen> {
-    let item: NewsItem = rows.parse(raw, "news item")?;
+    let mut item: NewsItem = rows.parse(raw, "news item")?;
+    // Tags join with `company_key` only in its one spelling.
+    for cik in &mut item.ciks {
+        if cik.len() < 10 {
+            *cik = crate::wire::company_key(cik);
+        }
+    }
     let Some(version) = item.updated_at.or(item.first_seen_at) else {
         rows.quarantine(raw.get(), "news item: neither updatedAt nor firstSeenAt".into());
         return None;
@@ -409,7 +440,7 @@ pub fn read_item(rows: &mut Rows, raw: &RawValue, company_key: Option<&str>) -> 
 }
 
 /// `news_sources` from the sources route.
-fn read_sources(rows: &mut Rows, body: &[u8]) -> Result<String, String> {
+fn read_sources(rows: &mut Rows, body: &[u8]) -> Result<String, BodyError> {
     let page: NewsSourcesPage = parse_body(body)?;
     for raw in &page.sources {
         let Some(s) = rows.parse::<NewsSource>(raw, "news source") else {
@@ -434,7 +465,7 @@ fn push_source(rows: &mut Rows, s: &NewsSource, raw: &str) {
 }
 
 /// `news_topics` from the topic taxonomy.
-fn read_topics(rows: &mut Rows, body: &[u8]) -> Result<String, String> {
+fn read_topics(rows: &mut Rows, body: &[u8]) -> Result<String, BodyError> {
     let page: NewsTopicsPage = parse_body(body)?;
     for raw in &page.topics {
         let Some(t) = rows.parse::<NewsTopic>(raw, "news topic") else {

@@ -4,7 +4,7 @@ use chrono::{DateTime, NaiveDate};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{Feed, Fetch, Params, PerCompany, parse_body};
+use super::{BodyError, Feed, Fetch, Params, PerCompany, parse_body};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::Compression::{Dictionary, Fsst};
@@ -106,7 +106,7 @@ fn range_query(last_bar: Option<NaiveDate>, today: NaiveDate, params: &Params) -
     format!("range={}", price_range(last_bar, today, params))
 }
 
-fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, String> {
+fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, BodyError> {
     let page: PricesPage = parse_body(body)?;
     Ok(read(rows, &page, company_key))
 }

@@ -303,10 +303,16 @@ impl Lake {
         let rebuild = changes.rebuild;
         let kind = Kind::of(table);
         let db = ScratchDb::open(&scratch).await?;
-        let touched = {
+        let mut touched = {
             let file = changes.file.clone();
             db.run(move |conn| rewrite::load_changes(conn, table, &file)).await?
         };
+        // Partitions rows moved out of: their old copies are removed there.
+        for moved in &changes.moved_from {
+            if !touched.contains(moved) {
+                touched.push(moved.clone());
+            }
+        }
         let live = delta::live_files(&delta, table)?;
         let version = delta.version().unwrap_or(0).to_string();
         let changes = Arc::new(changes);

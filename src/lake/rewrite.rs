@@ -155,7 +155,15 @@ pub fn rewrite_partition(
             } else {
                 String::new()
             };
-            format!("SELECT o.* FROM ({old}) o ANTI JOIN ({chg}) c ON {on} {kept} UNION ALL SELECT * FROM ({chg})")
+            // A row whose partition column changed left its old copy in
+            // another partition: every change's key leaves this one.
+            let gone = if table.partition_can_move() {
+                let keys: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
+                format!("SELECT {} FROM changes", keys.join(", "))
+            } else {
+                chg.to_owned()
+            };
+            format!("SELECT o.* FROM ({old}) o ANTI JOIN ({gone}) c ON {on} {kept} UNION ALL SELECT * FROM ({chg})")
         }
     };
     write_file(conn, table, &result, out)

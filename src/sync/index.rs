@@ -2,7 +2,7 @@
 //! each company's whole index once; then a `limit` sized to what the
 //! warehouse already knows is newer than the last sync, plus pending records
 //! to fill and a margin; the whole index again if that page does not reach
-//! the last entry seen.
+//! the last entry seen (however many entries it holds: the service may cap a page).
 
 use std::collections::HashMap;
 
@@ -96,8 +96,10 @@ impl Syncer {
         let Some(mut page) = found(self.fetch_index(feed, &route, run_id, &member.key).await, progress)? else {
             return Ok(None);
         };
-        if let (Some(cursor), Some(n)) = (&known, limit)
-            && page.entries.len() as i64 >= n
+        // Without the last entry seen, the page may have stopped short of it
+        // (the service's own cap on `limit`, or more arrivals than allowed
+        // for): the whole index, rather than a gap.
+        if let (Some(cursor), Some(_)) = (&known, limit)
             && !page.entries.iter().any(|e| e.id == cursor.accession)
         {
             tracing::info!(message = "Index page did not reach the last entry seen; reading the whole index.", company = %member.key);

@@ -31,6 +31,7 @@ impl Syncer {
             requests: Some(o.requests as i64),
             rows_written: Some(o.rows_written as i64),
             error: o.error.as_deref(),
+            shortfall: Some(o.shortfall as i64),
         });
         let mut batches = vec![TableBatch::build(b)?];
         batches.extend(self.bookkeeping(run_id)?);

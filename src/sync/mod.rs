@@ -30,7 +30,7 @@ use crate::sink::{Checkpoint, SinkError, SinkHandle};
 use crate::upstream::{Access, Client, UpstreamError, encode};
 
 use self::commit::{FetchedTx, goes_on, send_fetched, unless_cancelled};
-pub use self::report::{PipelineOutcome, PipelineSummary, QuotaLeft, RunStatus, RunSummary, SyncReport};
+pub use self::report::{PipelineOutcome, PipelineSummary, QuotaLeft, RunStatus, RunSummary, Shortfall, SyncReport};
 pub use self::stream::StreamReport;
 pub use self::tape::{STREAM_PARTITION, TapeBackfill};
 pub use self::windows::{BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, PENDING_LOOKBACK_DAYS};
@@ -74,6 +74,14 @@ pub enum SyncError {
     Io(#[from] std::io::Error),
     #[error("{0} (the warehouse has every row; the next publish resumes)")]
     Lake(Box<crate::lake::LakeError>),
+    /// A 200 that could not be read: its body is quarantined, and nothing
+    /// stored is replaced or deleted on the strength of it.
+    #[error("{}: {} (the body is kept in _sync_quarantine)", .0.route, .0.error)]
+    Unreadable(Box<crate::records::Quarantined>),
+    /// Responses of a per-company route that could not be read: the other
+    /// companies went on; the bodies are quarantined.
+    #[error("{count} unreadable response(s) kept in _sync_quarantine, the first {first}")]
+    UnreadableParts { count: usize, first: String },
     #[error("{0}")]
     Other(String),
 }
@@ -119,6 +127,11 @@ struct Progress {
     problems: Vec<String>,
     /// A backfill stopped to leave the quota to the fresh polls still due.
     backfill_paused: bool,
+    /// Answers that could not be read, to quarantine; the pipeline went on
+    /// with its other companies.
+    unreadable: Vec<crate::records::Quarantined>,
+    /// Where the service counted more than the warehouse got.
+    shortfalls: Vec<Shortfall>,
 }
 
 impl Progress {
@@ -127,6 +140,8 @@ impl Progress {
         self.quarantined += other.quarantined;
         self.problems.extend(other.problems);
         self.backfill_paused |= other.backfill_paused;
+        self.unreadable.extend(other.unreadable);
+        self.shortfalls.extend(other.shortfalls);
     }
 }
 
@@ -312,25 +327,59 @@ impl Syncer {
         };
         tracker.finish();
         let requests = self.client.requests_sent() - sent_before;
-        let (status, progress, error, stop) = match result {
-            Ok(p) if p.problems.is_empty() && p.quarantined == 0 && !p.backfill_paused => {
-                (RunStatus::Ok, p, None, None)
+        let (mut progress, failure) = match result {
+            Ok(p) => (p, None),
+            Err((p, e)) => (p, Some(e)),
+        };
+        // Answers that could not be read go to quarantine whatever ended the
+        // pipeline: nothing the service sent is dropped unseen.
+        let mut unreadable = std::mem::take(&mut progress.unreadable);
+        if let Some(SyncError::Unreadable(q)) = &failure {
+            unreadable.push((**q).clone());
+        }
+        let unreadable_count = unreadable.len();
+        let first_unreadable = unreadable.first().map(|q| format!("{}: {}", q.route, q.error));
+        if !unreadable.is_empty() {
+            self.quarantine_bodies(run_id, unreadable, &mut progress).await?;
+        }
+        let shortfall: u64 = progress.shortfalls.iter().map(Shortfall::missing).sum();
+        let (status, progress, error, stop) = match (failure, first_unreadable) {
+            (None, Some(first)) => {
+                let e = SyncError::UnreadableParts {
+                    count: unreadable_count,
+                    first,
+                };
+                let mut notes = vec![e.to_string()];
+                notes.extend(progress.problems.iter().cloned());
+                notes.extend(progress.shortfalls.iter().map(ToString::to_string));
+                (RunStatus::Partial, progress, Some(notes.join("; ")), Some((false, e)))
+            }
+            (None, None)
+                if progress.problems.is_empty()
+                    && progress.quarantined == 0
+                    && progress.shortfalls.is_empty()
+                    && !progress.backfill_paused =>
+            {
+                (RunStatus::Ok, progress, None, None)
             }
             // Partial, so that `sync --once` runs it again next time.
-            Ok(p) if p.problems.is_empty() && p.quarantined == 0 => {
+            (None, None)
+                if progress.problems.is_empty() && progress.quarantined == 0 && progress.shortfalls.is_empty() =>
+            {
                 let why = format!(
                     "backfill paused: the quota left is kept for the fresh polls of the pipelines still to run; {RESUMES}"
                 );
-                (RunStatus::Partial, p, Some(why), None)
+                (RunStatus::Partial, progress, Some(why), None)
             }
-            Ok(p) => {
-                let mut problems = p.problems.clone();
-                if p.quarantined > 0 {
-                    problems.push(format!("{} record(s) quarantined", p.quarantined));
+            (None, None) => {
+                let mut problems = progress.problems.clone();
+                problems.extend(progress.shortfalls.iter().map(ToString::to_string));
+                if progress.quarantined > 0 {
+                    problems.push(format!("{} record(s) quarantined", progress.quarantined));
                 }
-                (RunStatus::Partial, p, Some(problems.join("; ")), None)
+                (RunStatus::Partial, progress, Some(problems.join("; ")), None)
             }
-            Err((p, e)) => {
+            (Some(e), _) => {
                 let status = match &e {
                     SyncError::QuotaExhausted { .. } => RunStatus::QuotaExhausted,
                     SyncError::BudgetSpent { .. } | SyncError::ShareSpent { .. } => RunStatus::Partial,
@@ -345,8 +394,12 @@ impl Syncer {
                         | SyncError::Interrupted
                         | SyncError::BudgetSpent { .. }
                 );
-                let message = e.to_string();
-                (status, p, Some(message), Some((stop, e)))
+                let mut message = e.to_string();
+                for more in progress.shortfalls.iter().map(ToString::to_string) {
+                    message.push_str("; ");
+                    message.push_str(&more);
+                }
+                (status, progress, Some(message), Some((stop, e)))
             }
         };
         let outcome = PipelineOutcome {
@@ -355,9 +408,12 @@ impl Syncer {
             requests,
             rows_written: progress.rows_written,
             quarantined: progress.quarantined,
+            shortfall,
+            unreadable: unreadable_count as u64,
             error,
         };
         crate::metrics::pipeline_run(&pipeline.name, &outcome.status.to_string(), self.clock.now());
+        crate::metrics::shortfall(&pipeline.name, shortfall, unreadable_count as u64);
         tracing::info!(
             message = "Pipeline finished.",
             pipeline = %pipeline.name,
@@ -422,6 +478,19 @@ impl Syncer {
         };
         self.commit(run_id, rows, Some(checkpoint), progress).await?;
         Ok(())
+    }
+
+    /// Commits bodies that could not be read to `_sync_quarantine`, with
+    /// the request log so far.
+    async fn quarantine_bodies(
+        &self,
+        run_id: &str,
+        bodies: Vec<crate::records::Quarantined>,
+        progress: &mut Progress,
+    ) -> Result<(), SinkError> {
+        let mut rows = Rows::new(run_id, "", self.clock.now());
+        rows.quarantined = bodies;
+        self.commit(run_id, rows, None, progress).await
     }
 
     pub(super) async fn checkpoints_of(
@@ -568,8 +637,9 @@ impl Syncer {
     }
 }
 
-/// A member's 404 is noted (the pipeline ends `partial`) and skipped; any other
-/// failure stops the pipeline.
+/// A member's 404 is noted (the pipeline ends `partial`) and skipped, and
+/// so is an answer that could not be read (quarantined; the run fails once
+/// the other members had their turn); any other failure stops the pipeline.
 fn found<T>(
     fetched: Result<crate::upstream::Fetched<T>, UpstreamError>,
     progress: &mut Progress,
@@ -580,12 +650,26 @@ fn found<T>(
             progress.problems.push(format!("{route}: 404 {message}"));
             Ok(None)
         }
+        Err(e @ UpstreamError::Unreadable { .. }) => {
+            if let SyncError::Unreadable(q) = upstream_error(e) {
+                progress.unreadable.push(*q);
+            }
+            Ok(None)
+        }
         Err(e) => Err(upstream_error(e)),
     }
 }
 
 fn upstream_error(e: UpstreamError) -> SyncError {
     match e {
+        UpstreamError::Unreadable { route, message, body } => {
+            tracing::error!(message = "The service's answer could not be read; kept in quarantine.", %route, error = %message);
+            SyncError::Unreadable(Box::new(crate::records::Quarantined {
+                route,
+                record: String::from_utf8_lossy(&body).into_owned(),
+                error: format!("unreadable response: {message}"),
+            }))
+        }
         UpstreamError::Unauthenticated { .. } => SyncError::Unauthenticated(e.to_string()),
         UpstreamError::Redirected { .. } => SyncError::Misdirected(e.to_string()),
         UpstreamError::Stopped => SyncError::Interrupted,

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{Duration, NaiveDate};
 use futures::{FutureExt, StreamExt};
 
-use super::{FetchedTx, Member, Progress, SyncError, Syncer, found, goes_on, send_fetched};
+use super::{FetchedTx, Member, Progress, Shortfall, SyncError, Syncer, found, goes_on, send_fetched};
 use crate::feeds::{Document, DocumentParts, Part};
 use crate::pipeline::Pipeline;
 use crate::records::Rows;
@@ -163,18 +163,33 @@ impl Syncer {
         let mut results = futures::stream::iter(wanted)
             .map(fetch)
             .buffered(self.config.upstream.concurrency);
+        let (mut asked, mut stored) = (0u64, 0u64);
+        let mut go_on = true;
         while let Some(fetched) = results.next().await {
             let Some(fetched) = fetched else {
                 progress.backfill_paused = true;
                 continue;
             };
-            if let Some(rows) = found(fetched, progress)?
-                && !send_fetched(done, Ok((rows, Vec::new()))).await
-            {
-                return Ok(false);
+            asked += 1;
+            let Some(rows) = found(fetched, progress)? else {
+                continue;
+            };
+            stored += u64::from(rows.row_count() > 0 || !rows.quarantined.is_empty());
+            if !send_fetched(done, Ok((rows, Vec::new()))).await {
+                go_on = false;
+                break;
             }
         }
-        Ok(true)
+        // Each part a document lists and that was asked for is held against
+        // what came of it: a 404 or an unreadable answer leaves it missing.
+        if stored < asked {
+            progress.shortfalls.push(Shortfall {
+                what: format!("parts the documents list and that were asked for ({part_route})"),
+                expected: asked,
+                stored,
+            });
+        }
+        Ok(go_on)
     }
 
     /// The parts already stored of the companies' documents dated since

@@ -38,7 +38,44 @@ pub struct PipelineOutcome {
     pub requests: u64,
     pub rows_written: u64,
     pub quarantined: u64,
+    /// Records the service counted that the warehouse did not get ([`Shortfall`]).
+    pub shortfall: u64,
+    /// Answers that could not be read, quarantined whole.
+    pub unreadable: u64,
     pub error: Option<String>,
+}
+
+/// Where a service's own count (the wire's `total`, a filing's listed
+/// sections, an event's item codes, a tape's `hasMore`) says more exists
+/// than a run stored. The pipeline ends `partial` and its next run fetches
+/// the rest; nothing is marked complete on the strength of it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Shortfall {
+    /// What was counted, where: `events dated 2026-11-01 to 2026-11-25 (/api/v1/events/wire)`.
+    pub what: String,
+    /// How many the service counted.
+    pub expected: u64,
+    /// How many the warehouse holds (or the run accounted for, quarantine included).
+    pub stored: u64,
+}
+
+impl Shortfall {
+    pub fn missing(&self) -> u64 {
+        self.expected.saturating_sub(self.stored)
+    }
+}
+
+impl fmt::Display for Shortfall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "incomplete: the service counts {} {}, {} are stored ({} short; the next run fetches them again)",
+            self.expected,
+            self.what,
+            self.stored,
+            self.missing()
+        )
+    }
 }
 
 #[derive(Debug)]
@@ -99,6 +136,8 @@ pub struct RunSummary {
     pub requests: u64,
     pub rows_written: u64,
     pub quarantined: u64,
+    /// Records the service counted that the run did not store, over every pipeline.
+    pub shortfall: u64,
     pub quota: QuotaLeft,
     pub pipelines: Vec<PipelineSummary>,
     /// What the lake publish after the run wrote, when there is a lake.
@@ -143,6 +182,10 @@ pub struct PipelineSummary {
     pub requests: u64,
     pub rows_written: u64,
     pub quarantined: u64,
+    /// Records the service counted that this run did not store (see [`Shortfall`]).
+    pub shortfall: u64,
+    /// Answers that could not be read, kept in `_sync_quarantine`.
+    pub unreadable: u64,
     pub error: Option<String>,
     /// Checkpoints stored, and the newest one.
     pub checkpoints: u64,
@@ -190,6 +233,8 @@ impl RunSummary {
                 requests: runs.iter().map(|o| o.requests).sum(),
                 rows_written: runs.iter().map(|o| o.rows_written).sum(),
                 quarantined: runs.iter().map(|o| o.quarantined).sum(),
+                shortfall: runs.last().map_or(0, |o| o.shortfall),
+                unreadable: runs.iter().map(|o| o.unreadable).sum(),
                 error: runs.last().and_then(|o| o.error.clone()),
                 checkpoints: standing.checkpoints,
                 checkpoint: standing.checkpoint,
@@ -217,6 +262,7 @@ impl RunSummary {
             requests: pipelines.iter().map(|p| p.requests).sum(),
             rows_written: pipelines.iter().map(|p| p.rows_written).sum(),
             quarantined: pipelines.iter().map(|p| p.quarantined).sum(),
+            shortfall: pipelines.iter().map(|p| p.shortfall).sum(),
             quota,
             pipelines,
             lake: None,

@@ -102,6 +102,8 @@ impl Syncer {
             requests: self.client.requests_sent() - sent_before,
             rows_written: progress.rows_written,
             quarantined: progress.quarantined,
+            shortfall: 0,
+            unreadable: 0,
             error: result.as_ref().err().map(ToString::to_string),
         };
         self.record_run(&run_id, &outcome, started_at).await?;
@@ -302,7 +304,7 @@ impl Syncer {
         let mut taken = 0;
         let mut bad = None;
         for data in frames {
-            let page = (tape.head)(data.as_bytes())
+            let page = (tape.head)(data.as_bytes(), false)
                 .and_then(|head| Ok((head, (tape.read)(&mut rows, data.as_bytes(), None)?)));
             let (head, arrivals) = match page {
                 Ok(page) => page,

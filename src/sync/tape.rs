@@ -12,7 +12,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::commit::send_packed;
-use super::{FetchedTx, Member, Progress, SyncError, Syncer, goes_on, unless_cancelled, upstream_error};
+use super::{FetchedTx, Member, Progress, Shortfall, SyncError, Syncer, goes_on, unless_cancelled, upstream_error};
 use crate::feeds::{Tape as Feed, TapeHead};
 use crate::pipeline::Pipeline;
 use crate::records::{Rows, SeenKeys};
@@ -88,13 +88,15 @@ impl TapeCursor {
         !self.complete && self.reached.is_none_or(|r| horizon.is_none_or(|h| r >= h))
     }
 
-    /// Moves the backfill past a page read going back (or the head).
+    /// Moves the backfill past a page read going back (or the head). The
+    /// start of the tape is where the service gives no further cursor and
+    /// does not say more remains.
     fn went_back(&mut self, page: &TapeHead) {
         if let Some(oldest) = page.oldest {
             self.reached = Some(self.reached.map_or(oldest, |r| r.min(oldest)));
         }
         self.before = page.next_cursor.clone().filter(|_| page.items > 0);
-        self.complete = self.before.is_none();
+        self.complete = self.before.is_none() && !(page.has_more && page.items > 0);
     }
 
     pub(super) fn checkpoint(&self, pipeline: &str, partition: &str) -> Checkpoint {
@@ -320,7 +322,7 @@ impl Syncer {
                 (None, _) => format!("{route}?{tail}"),
             };
             let head = cursor.after.is_none();
-            let Some(page) = self.tape_page(r.tape, r.run_id, &route, progress).await? else {
+            let Some(page) = self.tape_page(r.tape, r.run_id, &route, progress, !head).await? else {
                 return Ok(true);
             };
             if head && cursor.before.is_none() && !cursor.complete {
@@ -335,6 +337,13 @@ impl Syncer {
                     .is_none_or(|id| Some(id) == cursor.after.as_ref())
             {
                 return Err(stuck(&route, "latestId", cursor.after.as_deref()));
+            }
+            if let Some(after) = &cursor.after
+                && let Err(why) = follows_on(after, &page.head)
+            {
+                return Err(SyncError::Other(format!(
+                    "{route}: the page does not follow on from after={after}: {why}; items between could be lost, so nothing of it is stored and the cursor stays (the wire contract: after= pages are the oldest items newer than the cursor, oldest first)"
+                )));
             }
             cursor.after = page.head.latest_id.clone().or(cursor.after.take());
             cursor.changed_since = page.head.server_time.clone().or(cursor.changed_since.take());
@@ -369,7 +378,7 @@ impl Syncer {
                 // A tape whose backfill stopped without keeping where: from the head, once.
                 None => format!("{route}?{tail}"),
             };
-            let Some(page) = self.tape_page(r.tape, r.run_id, &route, progress).await? else {
+            let Some(page) = self.tape_page(r.tape, r.run_id, &route, progress, false).await? else {
                 return Ok(true);
             };
             let from = cursor.before.take();
@@ -377,8 +386,21 @@ impl Syncer {
             if from.is_some() && cursor.before == from {
                 return Err(stuck(&route, "nextCursor", from.as_deref()));
             }
+            let dead_end = cursor.before.is_none() && !cursor.complete;
             if !hand_on(&mut r.pending, r.tape, page.packing, cursor, r.done).await {
                 return Ok(false);
+            }
+            // The service says more is older but names no cursor to it: the
+            // backfill stops there, not complete, and the next run asks again.
+            if dead_end {
+                progress.shortfalls.push(Shortfall {
+                    what: format!(
+                        "further page(s) of older items at the end of the backfill ({route} said hasMore with no nextCursor)"
+                    ),
+                    expected: 1,
+                    stored: 0,
+                });
+                return Ok(true);
             }
         }
         Ok(true)
@@ -392,13 +414,15 @@ impl Syncer {
         run_id: &str,
         route: &str,
         progress: &mut Progress,
+        forward: bool,
     ) -> Result<Option<FetchedPage>, SyncError> {
         let read_head = tape.feed.head;
         let fetched = self
             .client
             // Only the page's own fields are read on the fetch chain: reading
-            // every item there took a quarter of its time.
-            .get(route, Access::Key, |body| Ok((read_head(body)?, body.clone())))
+            // every item there took a quarter of its time. A forward page's
+            // ids too, to show it follows on from the last.
+            .get(route, Access::Key, |body| Ok((read_head(body, forward)?, body.clone())))
             .await;
         if let Ok(f) = &fetched {
             let head = &f.value.0;
@@ -434,8 +458,42 @@ impl Syncer {
                 progress.problems.push(format!("{route}: 404 {message}"));
                 Ok(None)
             }
+            // One company's answer that could not be read: quarantined, that
+            // company's tape stops, the others go on.
+            Err(e @ UpstreamError::Unreadable { .. }) if tape.company_key.is_some() => {
+                tape.unknown.store(true, Ordering::Relaxed);
+                if let SyncError::Unreadable(q) = upstream_error(e) {
+                    progress.unreadable.push(*q);
+                }
+                Ok(None)
+            }
             Err(e) => Err(upstream_error(e)),
         }
+    }
+}
+
+/// Whether a forward page follows on from `after`: its new items each newer
+/// than the one before (the first newer than `after`), and its `latestId`
+/// the newest of them. Ids sort in arrival order (the wire contract); a
+/// longer id is the later one, for a service whose ids are not fixed-width.
+fn follows_on(after: &str, head: &TapeHead) -> Result<(), String> {
+    let later = |a: &str, b: &str| a.len().cmp(&b.len()).then_with(|| a.cmp(b)) == std::cmp::Ordering::Greater;
+    let mut previous = after;
+    for id in &head.new_ids {
+        if !later(id, previous) {
+            return Err(if previous == after {
+                format!("its item {id} is not newer than the cursor")
+            } else {
+                format!("its items are not oldest first ({id} after {previous})")
+            });
+        }
+        previous = id;
+    }
+    match (head.new_ids.last(), &head.latest_id) {
+        (Some(newest), Some(latest)) if latest != newest => {
+            Err(format!("its latestId {latest} is not its newest item {newest}"))
+        }
+        _ => Ok(()),
     }
 }
 

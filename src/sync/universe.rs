@@ -121,6 +121,13 @@ impl Syncer {
                         ));
                         continue;
                     }
+                    // Quarantined; the identifier stays unresolved and is asked again next run.
+                    Err(e @ UpstreamError::Unreadable { .. }) => {
+                        if let SyncError::Unreadable(q) = upstream_error(e) {
+                            noted.unreadable.push(*q);
+                        }
+                        continue;
+                    }
                     Err(e) => Err(upstream_error(e)),
                 };
                 if !send_fetched(&done, ready).await {
@@ -146,9 +153,9 @@ fn members_of(ids: &[String], resolved: &std::collections::HashMap<String, Store
     let mut seen = std::collections::HashSet::new();
     ids.iter()
         .filter_map(|id| resolved.get(id))
-        .filter(|stored| seen.insert(stored.cursor.as_str()))
-        .map(|stored| Member {
-            key: stored.cursor.clone(),
-        })
+        // Keys resolved before CIKs were padded on arrival take the padding here.
+        .map(|stored| crate::wire::company_key(&stored.cursor))
+        .filter(|key| seen.insert(key.clone()))
+        .map(|key| Member { key })
         .collect()
 }

@@ -12,7 +12,7 @@
 
 use chrono::{Duration, NaiveDate};
 
-use super::{Progress, SyncError, Syncer, upstream_error};
+use super::{Progress, Shortfall, SyncError, Syncer, upstream_error};
 use crate::feeds::Windows;
 use crate::pipeline::Pipeline;
 use crate::records::Rows;
@@ -46,6 +46,7 @@ struct WindowRows {
     rows: Rows,
     records: Vec<(String, Option<NaiveDate>)>,
     total: Option<u64>,
+    limit: Option<u64>,
     /// The body's hash: a page that repeats the one before it ignored the offset.
     digest: u64,
 }
@@ -142,7 +143,7 @@ impl Syncer {
         start: Option<LastRead>,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
-        let limit = pipeline.params.page_limit.unwrap_or(200);
+        let mut limit = pipeline.params.page_limit.unwrap_or(200);
         let newest_first = direction == Direction::Backfill;
         let read = feed.read;
         // Where the read is: the offset past the last record read, and that
@@ -156,6 +157,9 @@ impl Syncer {
         let mut restarts = 0;
         let (first_from, first_to) = (from, to);
         let mut marks_fresh = first_run.then_some(to);
+        // Records of this read the warehouse cannot count by date: quarantined
+        // or undated. The window's count against the service's total adds them.
+        let mut unplaced = 0u64;
         loop {
             if direction == Direction::Backfill && !self.client.may_backfill() {
                 progress.backfill_paused = true;
@@ -176,6 +180,7 @@ impl Syncer {
                         rows,
                         records: page.records,
                         total: page.total,
+                        limit: page.limit,
                         digest: {
                             use std::hash::{Hash, Hasher};
                             let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -192,8 +197,11 @@ impl Syncer {
                     "{route}: the service sent the same page for two offsets; stopped rather than page through it again"
                 )));
             }
+            // An empty page ends the window whatever came before it; the
+            // count below says whether the window is whole.
             if let Some((key, date)) = &last
-                && page.records.first().map(|r| &r.0) != Some(key)
+                && let Some((first, _)) = page.records.first()
+                && first != key
             {
                 // The list moved under the read: again from the last day
                 // known complete (the whole window when dates cannot tell).
@@ -210,11 +218,26 @@ impl Syncer {
                     (Some(day), true, Direction::Backfill) => to = day,
                     _ => (from, to) = (first_from, first_to),
                 }
-                (offset, last, previous_digest) = (0, None, None);
+                (offset, last, previous_digest, unplaced) = (0, None, None, 0);
                 continue;
             }
             let count = page.records.len() as u64;
-            offset = asked + count;
+            // The page's first record is the last one read again, by design.
+            let fresh_records = count - u64::from(last.is_some() && count > 0);
+            if count > 0 {
+                offset = asked + count;
+            }
+            unplaced += page
+                .records
+                .iter()
+                .skip(usize::from(last.is_some()))
+                .filter(|(_, date)| date.is_none())
+                .count() as u64;
+            // A service whose pages hold fewer than asked says so in `limit`:
+            // the rest of the read asks for that many.
+            if let Some(served) = page.limit.filter(|&l| l >= 1 && l < u64::from(limit)) {
+                limit = served as u32;
+            }
             // Each date against the one before it, the last page's last included.
             let mut previous = last.as_ref().and_then(|l| l.1);
             for (_, date) in &page.records {
@@ -231,8 +254,43 @@ impl Syncer {
                 };
                 previous = *date;
             }
-            let done = count < u64::from(limit) || page.total.is_some_and(|t| offset >= t);
+            // Only the service says where a window ends: an empty page (past
+            // the overlap) or the offset at its total. A short page is not the end.
+            let done = fresh_records == 0 || page.total.is_some_and(|t| offset >= t);
+            // The window read whole is checked against what the service counts
+            // in it, once this page's rows are in: short, nothing is marked
+            // complete and the next run reads the window again.
+            let mut rows = Some(page.rows);
+            let shortfall = match (done, page.total) {
+                (true, Some(total)) => {
+                    let first_checkpoints: Vec<Checkpoint> = marks_fresh
+                        .take()
+                        .map(|day| fresh_from(pipeline, day))
+                        .into_iter()
+                        .collect();
+                    let page_rows = rows.take().into_iter().collect();
+                    self.commit_pages(run_id, page_rows, first_checkpoints, progress, false)
+                        .await?;
+                    let (stored, window) = (feed.stored, (from, to));
+                    let held = self.sink.call(move |s| s.stored_in_window(stored, window)).await??;
+                    let accounted = held.saturating_add(unplaced);
+                    (accounted < total).then(|| Shortfall {
+                        what: format!(
+                            "records dated {} to {to} ({})",
+                            from.map_or_else(|| "the start".to_owned(), |d| d.to_string()),
+                            pipeline.route
+                        ),
+                        expected: total,
+                        stored: accounted,
+                    })
+                }
+                _ => None,
+            };
             let cursor = match (done, direction) {
+                // Read again from the window's first day, next run.
+                (true, Direction::Fresh) if shortfall.is_some() => from.map(|from| format!("{from}@")),
+                // The backfill stays where its last page left it.
+                (true, Direction::Backfill) if shortfall.is_some() => None,
                 // Where the next run goes on: this window, past this record.
                 (_, Direction::Fresh) => match (page.records.last().or(last.as_ref()), from) {
                     (Some((key, Some(date))), Some(from)) => Some(
@@ -277,19 +335,28 @@ impl Syncer {
             // A first run's first page is the fresh read too: later runs
             // read forward from the day it began.
             if let Some(day) = marks_fresh.take() {
-                checkpoints.push(Checkpoint {
-                    pipeline: pipeline.name.clone(),
-                    partition: String::new(),
-                    cursor: format!("{day}@"),
-                });
+                checkpoints.push(fresh_from(pipeline, day));
             }
-            self.commit_pages(run_id, vec![page.rows], checkpoints, progress, false)
+            self.commit_pages(run_id, rows.into_iter().collect(), checkpoints, progress, false)
                 .await?;
             if done {
+                if let Some(shortfall) = shortfall {
+                    tracing::warn!(message = "The window read holds fewer records than the service counts.", %shortfall);
+                    progress.shortfalls.push(shortfall);
+                }
                 return Ok(());
             }
             last = page.records.last().cloned();
         }
+    }
+}
+
+/// The fresh read's checkpoint that reads from `day` next.
+fn fresh_from(pipeline: &Pipeline, day: NaiveDate) -> Checkpoint {
+    Checkpoint {
+        pipeline: pipeline.name.clone(),
+        partition: String::new(),
+        cursor: format!("{day}@"),
     }
 }
 

@@ -92,6 +92,39 @@ pub enum UpstreamError {
         message: String,
         retry_after: Option<Duration>,
     },
+    /// A 200 whose body is whole JSON that does not have what fdsync reads
+    /// there ([`BodyError::Unreadable`]).
+    #[error("{route}: the service's answer (200) could not be read: {message}")]
+    Unreadable {
+        route: String,
+        message: String,
+        body: Bytes,
+    },
+}
+
+/// Why a response's body could not be read, which decides whether to ask again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyError {
+    /// Not whole JSON (cut short or garbled on the way): asked again, as a 5xx is.
+    Malformed(String),
+    /// Whole JSON of a shape the reader cannot take (its list absent, renamed
+    /// or `null`): the service's answer, not a failed transfer, so it is not
+    /// asked again; the caller quarantines the body and acts on nothing in it.
+    Unreadable(String),
+}
+
+impl From<String> for BodyError {
+    fn from(message: String) -> BodyError {
+        BodyError::Malformed(message)
+    }
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::Malformed(m) | BodyError::Unreadable(m) => f.write_str(m),
+        }
+    }
 }
 
 impl UpstreamError {
@@ -440,7 +473,7 @@ impl Client {
         &self,
         route: &str,
         access: Access,
-        parse: impl Fn(&Bytes) -> Result<T, String>,
+        parse: impl Fn(&Bytes) -> Result<T, BodyError>,
     ) -> Result<Fetched<T>, UpstreamError> {
         let fetched = async {
             loop {
@@ -473,7 +506,7 @@ impl Client {
         &self,
         route: &str,
         access: Access,
-        parse: &impl Fn(&Bytes) -> Result<T, String>,
+        parse: &impl Fn(&Bytes) -> Result<T, BodyError>,
     ) -> Result<Fetched<T>, UpstreamError> {
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(500))
@@ -503,7 +536,7 @@ impl Client {
         &self,
         route: &str,
         access: Access,
-        parse: &impl Fn(&Bytes) -> Result<T, String>,
+        parse: &impl Fn(&Bytes) -> Result<T, BodyError>,
     ) -> Result<Fetched<T>, UpstreamError> {
         let mut prepared = self.prepare(route, access, &self.inner.http).await?;
         let result = match self
@@ -518,11 +551,16 @@ impl Client {
                         route: route.to_owned(),
                         fetched_at: now,
                     }),
-                    Err(e) => Err(transient(
+                    Err(BodyError::Malformed(e)) => Err(transient(
                         route,
                         format!("response body did not parse ({} bytes): {e}", body.len()),
                         None,
                     )),
+                    Err(BodyError::Unreadable(message)) => Err(UpstreamError::Unreadable {
+                        route: route.to_owned(),
+                        message,
+                        body,
+                    }),
                 },
                 Err(e) => Err(e),
             },
@@ -716,7 +754,9 @@ impl Client {
                 route: route.to_owned(),
                 message,
             }),
-            StatusCode::TOO_MANY_REQUESTS if error.code.as_deref() == Some("quota_exceeded") => {
+            StatusCode::TOO_MANY_REQUESTS
+                if is_quota_wall(error.code.as_deref(), record.quota_remaining, retry_after) =>
+            {
                 let reset_at = retry_after
                     .and_then(|d| chrono::Duration::from_std(d).ok())
                     .map(|d| now + d)
@@ -755,6 +795,22 @@ impl Client {
     }
 }
 
+/// Whether a 429 is the quota wall rather than the minute's limit: its code
+/// says so, or, without a code that says either, the quota left is 0 or the
+/// wait asked for is longer than any minute window needs. Retried as a rate
+/// limit, such a 429 would hold the run (and its lock) until the quota resets.
+fn is_quota_wall(code: Option<&str>, quota_remaining: Option<u64>, retry_after: Option<Duration>) -> bool {
+    match code {
+        Some("quota_exceeded") => true,
+        Some("rate_limited") => false,
+        _ => quota_remaining == Some(0) || retry_after.is_some_and(|wait| wait > RATE_WINDOW_WAIT),
+    }
+}
+
+/// The longest `Retry-After` a per-minute limit can need, with room for a
+/// clock that runs a little apart from the service's.
+const RATE_WINDOW_WAIT: Duration = Duration::from_secs(120);
+
 /// A request ready to send, with what its log row needs.
 struct Prepared<'a> {
     request: reqwest::RequestBuilder,
@@ -764,3 +820,26 @@ struct Prepared<'a> {
 }
 
 pub use crate::wire::encode;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_429_is_the_quota_wall_by_its_code_or_else_by_what_its_headers_say() {
+        let (minute, hour) = (Some(Duration::from_secs(17)), Some(Duration::from_secs(3600)));
+        assert!(is_quota_wall(Some("quota_exceeded"), Some(3), minute));
+        assert!(
+            !is_quota_wall(Some("rate_limited"), Some(0), hour),
+            "the code says which"
+        );
+        assert!(is_quota_wall(None, Some(0), minute), "nothing left of the quota");
+        assert!(is_quota_wall(None, None, hour), "a wait no minute window needs");
+        assert!(
+            is_quota_wall(Some("slow_down"), Some(12), hour),
+            "a code fdsync does not know"
+        );
+        assert!(!is_quota_wall(None, Some(12), minute));
+        assert!(!is_quota_wall(None, None, None));
+    }
+}

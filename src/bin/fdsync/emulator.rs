@@ -58,6 +58,14 @@ pub struct EmulatorArgs {
     /// an unnamed field in every object). For testing clients.
     #[arg(long, value_name = "SHAPES", default_value = "contract", value_parser = emulator::WireShapes::parse)]
     shapes: emulator::WireShapes,
+    /// Make the other choices a real service may make where the specification
+    /// is open, and its likely slips: page_cap=N (the wire and latest serve at
+    /// most N a page), rename=FAMILIES or null=FAMILIES (a list served as `data`
+    /// or `null`: wire, geo, filings, monthly_revenue, regulation, ... or all),
+    /// unpadded_ciks, after_newest_first, empty_texts, offsetless_timestamps,
+    /// bare_429, withhold_page=OFFSET (comma-separated). See docs/emulator.md.
+    #[arg(long, value_name = "SPEC", value_parser = emulator::Quirks::parse)]
+    quirks: Option<emulator::Quirks>,
     /// Minutes between 8-K filings on the wire, from 2004 on: 30 is 48 a
     /// day; 2880 a sparse wire (one every two days), 5 a dense one (288 a day).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(i64).range(1..=525_600))]
@@ -96,6 +104,7 @@ pub async fn run(args: EmulatorArgs) -> Result<()> {
         faults: args.faults.unwrap_or_default(),
         hostile: args.hostile.unwrap_or_default(),
         shapes: args.shapes,
+        quirks: args.quirks.unwrap_or_default(),
         filing_spacing_minutes: args.filing_spacing_minutes,
         stream: emulator::StreamTiming {
             ping: std::time::Duration::from_secs_f64(args.stream_ping_secs.max(0.01)),

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, sql_err, sql_string};
+use super::{COMMIT_SEQ, DuckDbSink, MOVES_LOG, REPLACED_LOG, ident, sql_err, sql_string};
 use crate::bookkeeping::SYNC_RESETS;
 use crate::sink::SinkError;
 use crate::tables::{ColType, LakePartition, LoadRule, TableDef};
@@ -18,6 +18,9 @@ pub struct Changes {
     /// [`LoadRule::Replace`]: the partitions (companies) whose lake rows are
     /// all replaced by these, including any now empty.
     pub replaced: Vec<String>,
+    /// Lake partitions that rows of these left when their partition column
+    /// changed ([`TableDef::partition_can_move`]): their old copies go.
+    pub moved_from: Vec<Option<String>>,
     /// `fdsync reset --drop-rows` deleted rows of the table since `after`:
     /// these are all its rows, and the lake's files are replaced by them.
     pub rebuild: bool,
@@ -94,7 +97,11 @@ impl DuckDbSink {
             .collect();
         select.push(ident(COMMIT_SEQ));
         if let Some(part) = table.lake_partition {
-            select.push(format!("{} AS {}", partition_sql(table, part), ident(part.column())));
+            select.push(format!(
+                "{} AS {}",
+                partition_sql(table, part, None),
+                ident(part.column())
+            ));
         }
         let copy = format!(
             "COPY (SELECT {} FROM {name} WHERE {filter}) TO {} (FORMAT parquet, COMPRESSION zstd)",
@@ -105,20 +112,37 @@ impl DuckDbSink {
             .query_row(&copy, [], |r| r.get::<_, i64>(0))
             .map_err(err("writing the changed rows for the lake"))?
             .max(0) as u64;
+        let moved_from = if table.partition_can_move() {
+            self.rows(
+                (table.name, "finding the partitions rows moved out of"),
+                &format!(
+                    "SELECT DISTINCT \"partition\" FROM {MOVES_LOG} WHERE table_name = ? AND {COMMIT_SEQ} > {after} ORDER BY 1"
+                ),
+                &[table.name],
+                |r| r.get(0),
+            )?
+        } else {
+            Vec::new()
+        };
         Ok(Some(Changes {
             upto,
             rows,
             replaced,
+            moved_from,
             rebuild,
             file: file.to_owned(),
         }))
     }
 }
 
-/// The partition column computed from the row's own date, as SQL. The bundled
-/// DuckDB has no ICU, so a timestamp's UTC date is read from its text form.
-fn partition_sql(table: &TableDef, part: LakePartition) -> String {
-    let source = ident(part.source());
+/// The partition column computed from the row's own date (of the row
+/// `alias` names, when given), as SQL. The bundled DuckDB has no ICU, so a
+/// timestamp's UTC date is read from its text form.
+pub(super) fn partition_sql(table: &TableDef, part: LakePartition, alias: Option<&str>) -> String {
+    let source = match alias {
+        Some(alias) => format!("{alias}.{}", ident(part.source())),
+        None => ident(part.source()),
+    };
     let ty = table
         .columns
         .iter()

@@ -3,7 +3,7 @@
 
 use arrow::record_batch::RecordBatch;
 
-use super::{COMMIT_SEQ, ident};
+use super::{COMMIT_SEQ, MOVES_LOG, ident};
 use crate::tables::{self, ColType, LoadRule, TableDef};
 
 /// One table's statements for loading its staging table.
@@ -270,6 +270,32 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<Statement>, Option<NewK
         // `MERGE INTO`), which needs no declared key.
         LoadRule::Append | LoadRule::InsertOnce => {
             by_key = Some(new_keys_only());
+            if let (Some(value), Some((last, first))) = (table.versioned_by, key.split_last()) {
+                // A stored key with another value: this version again, keyed
+                // by when it was first seen, unless that is stored already.
+                let restamped: Vec<String> = table
+                    .all_columns()
+                    .map(|c| {
+                        let n = ident(c.name);
+                        if n == *last {
+                            "s._fetched_at".to_owned()
+                        } else {
+                            format!("s.{n}")
+                        }
+                    })
+                    .collect();
+                let v = ident(value);
+                let same_item = key_eq("k", "s", first);
+                statements.push(Statement::counted(format!(
+                    "INSERT INTO {target} ({col_list}) SELECT {}, {SEQ_PARAM} FROM ({}) s JOIN {ranged_target} t ON {} \
+                     WHERE t.{v} IS DISTINCT FROM s.{v} AND NOT EXISTS (SELECT 1 FROM {target} k WHERE {same_item} \
+                     AND {} AND k.{v} IS NOT DISTINCT FROM s.{v} AND k.{last} >= s.{last})",
+                    restamped.join(", "),
+                    newest_staged(&key),
+                    key_eq("t", "s", &key),
+                    in_range_of("k", first.len()),
+                )));
+            }
             format!(
                 "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ANTI JOIN {ranged_target} t ON {}",
                 newest_staged(&key),
@@ -365,6 +391,23 @@ pub(super) fn merge_statements(table: &TableDef) -> (Vec<Statement>, Option<NewK
             // MiB; these two statements load them in 20 (BENCHMARKS.md,
             // "Thirteenth session").
             let staged = newest_staged(&key);
+            if table.partition_can_move()
+                && let Some(part) = table.lake_partition
+            {
+                // Where a row's lake copy was, before this update moves it.
+                let (was, now) = (
+                    super::export::partition_sql(table, part, Some("t")),
+                    super::export::partition_sql(table, part, Some("s")),
+                );
+                statements.push(Statement::uncounted(format!(
+                    "INSERT INTO {MOVES_LOG} ({COMMIT_SEQ}, table_name, \"partition\") \
+                     SELECT DISTINCT {SEQ_PARAM}, '{}', CAST({was} AS VARCHAR) FROM {target} t JOIN ({staged}) s ON {} \
+                     WHERE {} AND {was} IS DISTINCT FROM {now}{only_if}",
+                    table.name.replace('\'', "''"),
+                    key_eq("t", "s", &key),
+                    in_range("t"),
+                )));
+            }
             statements.push(Statement::counted(format!(
                 "UPDATE {target} t SET {} FROM ({staged}) s WHERE {} AND {}{only_if}",
                 set.join(", "),

@@ -169,6 +169,11 @@ pub const COMMIT_SEQ: &str = "_commit_seq";
 /// empty: rows deleted leave no row behind to say so.
 pub const REPLACED_LOG: &str = "_sync_replaced";
 
+/// The lake partitions rows left when a commit changed their partition
+/// column (an event's `filing_date`): the publish removes their old copies
+/// there, where no row of the change lands.
+pub const MOVES_LOG: &str = "_sync_lake_moves";
+
 impl DuckDbSink {
     /// # Errors
     /// When the directory or file cannot be created or opened, or the schema

@@ -37,6 +37,8 @@ pub struct LastRun {
     pub requests: i64,
     pub rows_written: i64,
     pub error: Option<String>,
+    /// Records the service counted that the run did not store (0: complete).
+    pub shortfall: i64,
 }
 
 /// A key's `_sync_quota` row: the last window the service reported.
@@ -136,12 +138,22 @@ impl BookkeepingReader {
     /// When `_sync_runs` cannot be read.
     pub fn last_runs(&self) -> Result<HashMap<String, LastRun>, SinkError> {
         let err = || sql_err("_sync_runs", "reading the last runs");
+        // A warehouse no writer of this version has opened has no shortfall yet.
+        let has_shortfall: bool = self
+            .conn
+            .query_row(
+                "SELECT count(*) > 0 FROM duckdb_columns() WHERE table_name = '_sync_runs' AND column_name = 'shortfall'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(err())?;
+        let shortfall = if has_shortfall { "shortfall" } else { "0" };
         let mut stmt = self
             .conn
-            .prepare(
-                "SELECT pipeline, run_id, started_at, finished_at, status, requests, rows_written, error
-                 FROM _sync_runs QUALIFY row_number() OVER (PARTITION BY pipeline ORDER BY started_at DESC) = 1",
-            )
+            .prepare(&format!(
+                "SELECT pipeline, run_id, started_at, finished_at, status, requests, rows_written, error, {shortfall}
+                 FROM _sync_runs QUALIFY row_number() OVER (PARTITION BY pipeline ORDER BY started_at DESC) = 1"
+            ))
             .map_err(err())?;
         let rows = stmt
             .query_map([], |r| {
@@ -155,6 +167,7 @@ impl BookkeepingReader {
                         requests: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
                         rows_written: r.get::<_, Option<i64>>(6)?.unwrap_or(0),
                         error: r.get(7)?,
+                        shortfall: r.get::<_, Option<i64>>(8)?.unwrap_or(0),
                     },
                 ))
             })

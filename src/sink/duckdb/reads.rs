@@ -78,6 +78,30 @@ impl DuckDbSink {
         Ok(found.into_iter().flatten().next())
     }
 
+    /// How many documents `stored` holds dated from `from` (open: from the
+    /// start) to `to`, inclusive: what a window read is held against.
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn stored_in_window(
+        &self,
+        stored: &Stored,
+        (from, to): (Option<NaiveDate>, NaiveDate),
+    ) -> Result<u64, SinkError> {
+        let sql = format!(
+            "SELECT count(*) FROM {table} WHERE {dated} BETWEEN ?::DATE AND ?::DATE",
+            dated = ident(stored.dated),
+            table = ident(stored.table.name),
+        );
+        let found: Vec<i64> = self.rows(
+            (stored.table.name, "counting a window's rows"),
+            &sql,
+            &[&date_or_open(from), &to.to_string()],
+            |r| r.get(0),
+        )?;
+        Ok(found.into_iter().next().unwrap_or(0).max(0) as u64)
+    }
+
     /// For each (company, id of the last document seen): the company's
     /// stored documents from that one on, or from an older one received
     /// since `pending_since` still pending.

@@ -37,6 +37,9 @@ CREATE SEQUENCE IF NOT EXISTS _sync_commit_seq START 1;
 CREATE TABLE IF NOT EXISTS _sync_replaced (
     _commit_seq BIGINT NOT NULL, table_name VARCHAR NOT NULL, \"partition\" VARCHAR NOT NULL
 );
+CREATE TABLE IF NOT EXISTS _sync_lake_moves (
+    _commit_seq BIGINT NOT NULL, table_name VARCHAR NOT NULL, \"partition\" VARCHAR
+);
 ";
 
 impl DuckDbSink {

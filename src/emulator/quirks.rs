@@ -1,0 +1,375 @@
+//! Other choices a real service may make where the specification leaves the
+//! shape open, and the slips a likely one makes, each off by default:
+//! `fdsync emulator --quirks SPEC` or `PUT /admin/quirks`. Where
+//! [`super::WireShapes`] writes the same values another legal way, these
+//! change what a page holds: a smaller page than asked, a list under another
+//! name, a CIK without its padding, a forward page newest first. A client
+//! must read each one completely or say loudly that it could not.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, SecondsFormat};
+use serde_json::Value;
+
+use super::*;
+
+/// The route families whose record list [`Quirks::renamed`] and
+/// [`Quirks::nulled`] name, with the path each matches and its list.
+pub const LIST_ROUTES: &[(&str, &str)] = &[
+    ("wire", "events"),
+    ("latest", "events"),
+    ("events", "events"),
+    ("news", "items"),
+    ("geo", "countries"),
+    ("geo_layers", "layers"),
+    ("filings", "filings"),
+    ("monthly_revenue", "months"),
+    ("regulation", "executiveActions"),
+    ("dividends", "events"),
+    ("prices", "bars"),
+    ("indices", "indices"),
+    ("sources", "sources"),
+    ("topics", "topics"),
+    ("macro", "history"),
+];
+
+/// The name a renamed list is served under.
+pub const RENAMED_LIST: &str = "data";
+
+/// What the data routes do differently, each on or off.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Quirks {
+    /// The wire and latest serve at most this many events a page, and echo
+    /// it as the page's `limit` (the specification shows no maximum).
+    pub page_cap: Option<u64>,
+    /// Route families ([`LIST_ROUTES`]) whose list is served as `data`.
+    pub renamed: Vec<String>,
+    /// Route families whose list is served as `null`.
+    pub nulled: Vec<String>,
+    /// Every `cik` (and `ciks`, `predecessors`) without its leading zeros.
+    pub unpadded_ciks: bool,
+    /// A news `after=` page holds the newest `limit` items after the cursor,
+    /// newest first, and says no more remain: what skips the items between.
+    pub after_newest_first: bool,
+    /// Each 8-K item text is served empty the first time it is asked for.
+    pub empty_texts: bool,
+    /// Timestamps without their offset (`2026-11-25T14:03:07`, meaning UTC).
+    pub offsetless_timestamps: bool,
+    /// A quota refusal (429) without its `code` and `sales_email`.
+    pub bare_quota_429: bool,
+    /// The first wire page asked at this offset or past it comes back empty,
+    /// its `total` true: one page withheld.
+    pub withhold_page: Option<u64>,
+    /// A news item's `updatedAt` stays its `firstSeenAt`, even when its
+    /// headline is rewritten.
+    pub frozen_updated_at: bool,
+    /// Every 8-K event's `filingDate` served a year earlier: a restated date,
+    /// which moves a row to another lake partition.
+    pub redated: bool,
+}
+
+impl Quirks {
+    /// `page_cap=37,rename=wire+geo,null=regulation,unpadded_ciks,after_newest_first,
+    /// empty_texts,offsetless_timestamps,bare_429,withhold_page=40,frozen_updated_at,redated`,
+    /// any of them; `rename=all` names every family.
+    pub fn parse(spec: &str) -> Result<Quirks, String> {
+        let mut q = Quirks::default();
+        let families = |list: &str| -> Result<Vec<String>, String> {
+            if list == "all" {
+                return Ok(LIST_ROUTES.iter().map(|(name, _)| (*name).to_owned()).collect());
+            }
+            list.split('+')
+                .map(|name| {
+                    LIST_ROUTES
+                        .iter()
+                        .find(|(known, _)| *known == name)
+                        .map(|(known, _)| (*known).to_owned())
+                        .ok_or_else(|| {
+                            let known: Vec<&str> = LIST_ROUTES.iter().map(|(n, _)| *n).collect();
+                            format!("{name:?}: a route family is one of {}, or all", known.join(", "))
+                        })
+                })
+                .collect()
+        };
+        let count = |part: &str, v: &str| {
+            v.parse::<u64>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| format!("{part:?}: expected a whole number of at least 1"))
+        };
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part.split_once('=') {
+                Some(("page_cap", v)) => q.page_cap = Some(count(part, v)?),
+                Some(("withhold_page", v)) => q.withhold_page = Some(count(part, v)?),
+                Some(("rename", v)) => q.renamed = families(v)?,
+                Some(("null", v)) => q.nulled = families(v)?,
+                None if part == "unpadded_ciks" => q.unpadded_ciks = true,
+                None if part == "after_newest_first" => q.after_newest_first = true,
+                None if part == "empty_texts" => q.empty_texts = true,
+                None if part == "offsetless_timestamps" => q.offsetless_timestamps = true,
+                None if part == "bare_429" => q.bare_quota_429 = true,
+                None if part == "frozen_updated_at" => q.frozen_updated_at = true,
+                None if part == "redated" => q.redated = true,
+                _ => {
+                    return Err(format!(
+                        "{part:?}: use page_cap=N, rename=FAMILIES, null=FAMILIES, unpadded_ciks, after_newest_first, \
+                         empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at or redated"
+                    ));
+                }
+            }
+        }
+        Ok(q)
+    }
+}
+
+/// What the quirks remember between requests.
+#[derive(Debug, Default)]
+pub(super) struct QuirkState {
+    /// Item texts served empty once: `accession?item`.
+    pub(super) emptied: HashSet<String>,
+    /// Whether the withheld wire page has been withheld.
+    pub(super) withheld: bool,
+}
+
+/// The route family of a data path, as [`LIST_ROUTES`] names it.
+fn family(path: &str) -> Option<&'static str> {
+    let rest = path.strip_prefix("/api/v1/")?;
+    let segments: Vec<&str> = rest.split('/').collect();
+    Some(match segments.as_slice() {
+        ["events", "wire"] => "wire",
+        ["events", "latest"] => "latest",
+        ["companies", _, "events"] => "events",
+        ["news", "feed" | "search"] | ["companies", _, "news"] => "news",
+        ["geo", "countries"] => "geo",
+        ["geo", "layers"] => "geo_layers",
+        ["companies", _, "filing-notes"] => "filings",
+        ["companies", _, "monthly-revenue"] => "monthly_revenue",
+        ["companies", _, "regulation"] => "regulation",
+        ["companies", _, "dividends"] => "dividends",
+        ["companies", _, "prices"] => "prices",
+        ["indices"] => "indices",
+        ["news", "sources"] => "sources",
+        ["news", "topics"] => "topics",
+        ["countries", _, "series"] => "macro",
+        _ => return None,
+    })
+}
+
+/// Applies the switched-on quirks around a data route (inside the shapes,
+/// so a quirk and the other legal shapes combine).
+pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
+    let q = state.quirks.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if q == Quirks::default() {
+        return next.run(req).await;
+    }
+    let path = req.uri().path().to_owned();
+    let mut query: Vec<(String, String)> = req
+        .uri()
+        .query()
+        .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let family = family(&path);
+    let asked = |query: &[(String, String)], name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let mut rewrite_query = false;
+    if let Some(cap) = q.page_cap
+        && matches!(family, Some("wire" | "latest"))
+    {
+        let default = if family == Some("wire") { 50 } else { 30 };
+        let limit = asked(&query, "limit")
+            .and_then(|l| l.parse::<u64>().ok())
+            .unwrap_or(default);
+        if limit > cap {
+            query.retain(|(k, _)| k != "limit");
+            query.push(("limit".into(), cap.to_string()));
+            rewrite_query = true;
+        }
+    }
+    // An after= page taken from the head instead: the newest items, newest first.
+    let newest_after = match (q.after_newest_first, family, asked(&query, "after")) {
+        (true, Some("news"), Some(after)) => {
+            query.retain(|(k, _)| k != "after" && k != "changedSince");
+            rewrite_query = true;
+            Some(after)
+        }
+        _ => None,
+    };
+    let withhold = match (q.withhold_page, family) {
+        (Some(from), Some("wire")) => {
+            let offset = asked(&query, "offset").and_then(|o| o.parse::<u64>().ok()).unwrap_or(0);
+            let mut s = state.quirk_state.lock().unwrap_or_else(|e| e.into_inner());
+            let now = offset >= from && !s.withheld;
+            s.withheld |= now;
+            now
+        }
+        _ => false,
+    };
+    if rewrite_query {
+        let rewritten: String = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(query.iter())
+            .finish();
+        if let Ok(uri) = format!("{path}?{rewritten}").parse() {
+            *req.uri_mut() = uri;
+        }
+    }
+    let text_key = (q.empty_texts && path.starts_with("/api/v1/companies/") && path.contains("/events/")).then(|| {
+        format!(
+            "{}?{}",
+            path.rsplit('/').next().unwrap_or(""),
+            asked(&query, "item").unwrap_or_default()
+        )
+    });
+    let response = next.run(req).await;
+    if !response.status().is_success() {
+        return response;
+    }
+    if let Some(key) = text_key {
+        let first = state
+            .quirk_state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .emptied
+            .insert(key);
+        if first {
+            let (parts, _) = response.into_parts();
+            return Response::from_parts(parts, axum::body::Body::empty());
+        }
+        return response;
+    }
+    gate::rewrite_json(response, |body| {
+        if let Some(after) = &newest_after {
+            newest_first_after(body, after);
+        }
+        if withhold && let Some(events) = body.get_mut("events") {
+            *events = json!([]);
+        }
+        if let Some((name, list)) = family.and_then(|f| LIST_ROUTES.iter().find(|(n, _)| *n == f))
+            && let Some(object) = body.as_object_mut()
+        {
+            if q.nulled.iter().any(|n| n == name) && object.contains_key(*list) {
+                object.insert((*list).to_owned(), Value::Null);
+            } else if q.renamed.iter().any(|n| n == name)
+                && let Some(value) = object.remove(*list)
+            {
+                object.insert(RENAMED_LIST.to_owned(), value);
+            }
+        }
+        if q.unpadded_ciks || q.offsetless_timestamps || q.frozen_updated_at || q.redated {
+            walk(body, None, &q);
+        }
+    })
+    .await
+}
+
+/// A head page turned into what a careless `after=` makes of it: only the
+/// items newer than `after`, newest first, `latestId` the newest, no more.
+fn newest_first_after(page: &mut Value, after: &str) {
+    let Some(items) = page.get_mut("items").and_then(Value::as_array_mut) else {
+        return;
+    };
+    items.retain(|item| item.get("id").and_then(Value::as_str).is_some_and(|id| id > after));
+    let latest = items
+        .first()
+        .and_then(|item| item.get("id"))
+        .cloned()
+        .unwrap_or_else(|| json!(after));
+    page["latestId"] = latest;
+    page["nextCursor"] = Value::Null;
+    page["hasMore"] = json!(false);
+}
+
+/// CIKs without padding, timestamps without offset, wherever they are.
+fn walk(value: &mut Value, key: Option<&str>, q: &Quirks) {
+    match value {
+        Value::String(s) => {
+            if q.unpadded_ciks && matches!(key, Some("cik" | "ciks" | "predecessors")) {
+                let trimmed = s.trim_start_matches('0');
+                if s.len() == 10 && s.bytes().all(|b| b.is_ascii_digit()) && !trimmed.is_empty() {
+                    *s = trimmed.to_owned();
+                }
+            }
+            if q.offsetless_timestamps
+                && s.len() >= 20
+                && s.as_bytes().get(10) == Some(&b'T')
+                && let Ok(t) = DateTime::parse_from_rfc3339(s)
+            {
+                let naive = t.to_utc().to_rfc3339_opts(SecondsFormat::AutoSi, true);
+                *s = naive.trim_end_matches('Z').to_owned();
+            }
+        }
+        Value::Array(list) => {
+            for v in list {
+                walk(v, key, q);
+            }
+        }
+        Value::Object(map) => {
+            if q.frozen_updated_at
+                && map.contains_key("updatedAt")
+                && let Some(first) = map.get("firstSeenAt").cloned()
+            {
+                map.insert("updatedAt".into(), first);
+            }
+            if q.redated
+                && map.contains_key("accession")
+                && let Some(day) = map
+                    .get("filingDate")
+                    .and_then(Value::as_str)
+                    .and_then(|d| d.parse::<chrono::NaiveDate>().ok())
+                    .and_then(|d| d.checked_sub_months(chrono::Months::new(12)))
+            {
+                map.insert("filingDate".into(), json!(day.to_string()));
+            }
+            for (k, v) in map.iter_mut() {
+                walk(v, Some(k.as_str()), q);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quirks_parse_as_documented_and_name_what_is_wrong() {
+        let q = Quirks::parse("page_cap=37,rename=wire+geo,null=regulation,unpadded_ciks,bare_429").unwrap();
+        assert_eq!(q.page_cap, Some(37));
+        assert_eq!(q.renamed, ["wire", "geo"]);
+        assert_eq!(q.nulled, ["regulation"]);
+        assert!(q.unpadded_ciks && q.bare_quota_429 && !q.empty_texts);
+        assert_eq!(Quirks::parse("rename=all").unwrap().renamed.len(), LIST_ROUTES.len());
+        assert!(Quirks::parse("rename=wires").unwrap_err().contains("wire"));
+        assert!(Quirks::parse("page_cap=0").unwrap_err().contains("at least 1"));
+        assert!(Quirks::parse("loud").unwrap_err().contains("page_cap"));
+    }
+
+    #[test]
+    fn ciks_lose_their_padding_and_timestamps_their_offset() {
+        let q = Quirks {
+            unpadded_ciks: true,
+            offsetless_timestamps: true,
+            ..Quirks::default()
+        };
+        let mut body = json!({"cik": "0000789019", "symbol": "0000000001",
+            "events": [{"ciks": ["0000320193", "TW:2330"], "acceptedAt": "2026-10-30T16:05:09-05:00", "filingDate": "2026-10-30"}]});
+        walk(&mut body, None, &q);
+        assert_eq!(
+            body,
+            json!({"cik": "789019", "symbol": "0000000001",
+                "events": [{"ciks": ["320193", "TW:2330"], "acceptedAt": "2026-10-30T21:05:09", "filingDate": "2026-10-30"}]})
+        );
+    }
+
+    #[test]
+    fn every_family_names_a_data_route() {
+        for path in [
+            "/api/v1/events/wire",
+            "/api/v1/companies/MSFT/events",
+            "/api/v1/companies/MSFT/news",
+            "/api/v1/countries/US/series",
+        ] {
+            assert!(family(path).is_some(), "{path}");
+        }
+        assert_eq!(family("/api/v1/companies/MSFT/events/0000789019-26-000001"), None);
+    }
+}
