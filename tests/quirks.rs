@@ -551,7 +551,9 @@ async fn a_withheld_page_is_a_shortfall_and_the_next_run_fetches_the_rest() {
     let mut pipelines = h.only(&["events_wire"]);
     pipelines[0].params.backfill_days = Some(7);
     let (report, result) = h.syncer.run_once(&pipelines).await;
-    result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
+    if let Err(e) = &result {
+        panic!("{e}: {report:?}");
+    }
     let wire = &report.outcomes[0];
     assert_eq!(wire.status, RunStatus::Partial, "{wire:?}");
     assert!(wire.shortfall > 0, "{wire:?}");
@@ -589,6 +591,23 @@ async fn a_withheld_page_is_a_shortfall_and_the_next_run_fetches_the_rest() {
         text.contains(&format!("incomplete: {} record(s)", wire.shortfall)),
         "{text}"
     );
+    let now = h.clock.now();
+    let summary = fdsync::sync::RunSummary::new(
+        &report,
+        &result,
+        status,
+        fdsync::sync::QuotaLeft::default(),
+        (now, now),
+        &[],
+    );
+    let json = serde_json::to_value(&summary).unwrap();
+    assert_eq!(json["shortfall"], serde_json::json!(wire.shortfall), "{json}");
+    assert_eq!(
+        json["pipelines"][0]["shortfall"],
+        serde_json::json!(wire.shortfall),
+        "{json}"
+    );
+    assert_eq!(json["status"], "partial");
     assert!(
         fdsync::metrics::render().contains("fdsync_pipeline_shortfall{pipeline=\"events_wire\"}"),
         "the gauge"
