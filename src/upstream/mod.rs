@@ -5,6 +5,7 @@
 //! whose body arrived whole and parsed: a truncated or malformed body is
 //! retried like a 5xx, so nothing downstream ever commits half a page.
 
+mod error;
 mod http;
 mod key_file;
 pub mod ratelimit;
@@ -20,6 +21,8 @@ use reqwest::StatusCode;
 use crate::clock::Clock;
 use crate::config::{ApiKey, UpstreamConfig};
 use crate::wire::ErrorBody;
+use error::is_quota_wall;
+pub use error::{BodyError, UpstreamError};
 use http::{ERROR_BODY_BYTES, read_body, same_origin_redirects, service_text, transient, without_url};
 use ratelimit::{Pacer, QuotaWindow, RateWindow};
 
@@ -37,101 +40,6 @@ const MAX_REDIRECTS: usize = 5;
 /// What the logs, `_sync_requests` and `_sync_runs` keep of a message the
 /// service wrote, at most (characters).
 const MAX_SERVICE_TEXT: usize = 300;
-
-/// Why a request did not produce a usable response.
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    #[error(
-        "the service refused the API key (401 on {route}): {message}; check the key, or rotate it if it was revoked"
-    )]
-    Unauthenticated { route: String, message: String },
-    #[error("quota exhausted: the {window} window resets at {reset_at}; for a bigger plan contact {sales_email}")]
-    QuotaExhausted {
-        window: String,
-        reset_at: DateTime<Utc>,
-        sales_email: String,
-    },
-    #[error("{route}: not found (404): {message}")]
-    NotFound { route: String, message: String },
-    #[error("{route}: the service rejected the request (400): {message}")]
-    BadRequest {
-        route: String,
-        message: String,
-        body: ErrorBody,
-    },
-    #[error("{route}: HTTP {status}: {message}")]
-    Status {
-        route: String,
-        status: u16,
-        message: String,
-    },
-    #[error("the request budget of this run ({limit} requests, --max-requests) is spent")]
-    BudgetSpent { limit: u64 },
-    /// The running pipeline's fair share of the quota left is spent.
-    #[error("this pipeline's share of the quota left ({cap} requests) is spent")]
-    ShareSpent { cap: u64 },
-    #[error(
-        "{route}: the service answered HTTP {status} with a redirect to {location}; fdsync sends the API key only to upstream.base_url and follows no redirect to another origin: set upstream.base_url to the service's own address"
-    )]
-    Redirected {
-        route: String,
-        status: u16,
-        location: String,
-    },
-    #[error(
-        "{route}: the response passed {limit_mb} MiB once decoded (upstream.max_body_mb); it was not read further. Raise the limit if the service really sends pages that large"
-    )]
-    TooLarge { route: String, limit_mb: u64 },
-    /// The process was told to stop ([`Client::stop_sending`]): no request
-    /// is sent, and one in flight is abandoned.
-    #[error("stopping: no further request is sent")]
-    Stopped,
-    #[error("{route}: {message}")]
-    Transient {
-        route: String,
-        message: String,
-        retry_after: Option<Duration>,
-    },
-    /// A 200 whose body is whole JSON that does not have what fdsync reads
-    /// there ([`BodyError::Unreadable`]).
-    #[error("{route}: the service's answer (200) could not be read: {message}")]
-    Unreadable {
-        route: String,
-        message: String,
-        body: Bytes,
-    },
-}
-
-/// Why a response's body could not be read, which decides whether to ask again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BodyError {
-    /// Not whole JSON (cut short or garbled on the way): asked again, as a 5xx is.
-    Malformed(String),
-    /// Whole JSON of a shape the reader cannot take (its list absent, renamed
-    /// or `null`): the service's answer, not a failed transfer, so it is not
-    /// asked again; the caller quarantines the body and acts on nothing in it.
-    Unreadable(String),
-}
-
-impl From<String> for BodyError {
-    fn from(message: String) -> BodyError {
-        BodyError::Malformed(message)
-    }
-}
-
-impl std::fmt::Display for BodyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BodyError::Malformed(m) | BodyError::Unreadable(m) => f.write_str(m),
-        }
-    }
-}
-
-impl UpstreamError {
-    fn is_retriable(&self) -> bool {
-        matches!(self, UpstreamError::Transient { .. })
-    }
-}
 
 /// One upstream request attempt, for `_sync_requests`.
 #[derive(Debug, Clone)]
@@ -795,22 +703,6 @@ impl Client {
     }
 }
 
-/// Whether a 429 is the quota wall rather than the minute's limit: its code
-/// says so, or, without a code that says either, the quota left is 0 or the
-/// wait asked for is longer than any minute window needs. Retried as a rate
-/// limit, such a 429 would hold the run (and its lock) until the quota resets.
-fn is_quota_wall(code: Option<&str>, quota_remaining: Option<u64>, retry_after: Option<Duration>) -> bool {
-    match code {
-        Some("quota_exceeded") => true,
-        Some("rate_limited") => false,
-        _ => quota_remaining == Some(0) || retry_after.is_some_and(|wait| wait > RATE_WINDOW_WAIT),
-    }
-}
-
-/// The longest `Retry-After` a per-minute limit can need, with room for a
-/// clock that runs a little apart from the service's.
-const RATE_WINDOW_WAIT: Duration = Duration::from_secs(120);
-
 /// A request ready to send, with what its log row needs.
 struct Prepared<'a> {
     request: reqwest::RequestBuilder,
@@ -820,26 +712,3 @@ struct Prepared<'a> {
 }
 
 pub use crate::wire::encode;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_429_is_the_quota_wall_by_its_code_or_else_by_what_its_headers_say() {
-        let (minute, hour) = (Some(Duration::from_secs(17)), Some(Duration::from_secs(3600)));
-        assert!(is_quota_wall(Some("quota_exceeded"), Some(3), minute));
-        assert!(
-            !is_quota_wall(Some("rate_limited"), Some(0), hour),
-            "the code says which"
-        );
-        assert!(is_quota_wall(None, Some(0), minute), "nothing left of the quota");
-        assert!(is_quota_wall(None, None, hour), "a wait no minute window needs");
-        assert!(
-            is_quota_wall(Some("slow_down"), Some(12), hour),
-            "a code fdsync does not know"
-        );
-        assert!(!is_quota_wall(None, Some(12), minute));
-        assert!(!is_quota_wall(None, None, None));
-    }
-}
