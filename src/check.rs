@@ -38,6 +38,9 @@ pub struct Check {
     /// The operator contract's exit code this failure alone would give.
     #[serde(skip)]
     exit_code: u8,
+    /// The quota the service's headers named (the `quota` check).
+    #[serde(skip)]
+    limit: Option<crate::plan::Limit>,
 }
 
 #[derive(Debug, Serialize)]
@@ -57,6 +60,7 @@ impl Check {
             detail,
             fix: None,
             exit_code: 0,
+            limit: None,
         }
     }
 
@@ -124,6 +128,9 @@ pub async fn run(config_path: &Path) -> Report {
                 checks.push(Check::skipped("service", "no usable API key"));
                 checks.push(Check::skipped("quota", "no usable API key"));
             }
+        }
+        if let Some(check) = stream(config, &checks) {
+            checks.push(check);
         }
         checks.push(warehouse(&config.warehouse.duckdb));
         checks.push(lake(config).await);
@@ -299,7 +306,12 @@ fn quota(client: &Client) -> Check {
         .map(|t| format!(", resets {}", t.format("%Y-%m-%dT%H:%MZ")))
         .unwrap_or_default();
     let detail = format!("{plan} by its headers: {remaining} of {limit} left this {window}{resets}{minute}");
-    if remaining == 0 {
+    let named = q.limit.map(|l| crate::plan::Limit {
+        per_day: (window == "day").then_some(l),
+        per_month: (window == "month").then_some(l),
+        source: format!("the quota the service's headers named ({l} a {window})"),
+    });
+    let check = if remaining == 0 {
         Check::fail(
             "quota",
             75,
@@ -308,7 +320,42 @@ fn quota(client: &Client) -> Check {
         )
     } else {
         Check::ok("quota", detail)
-    }
+    };
+    Check { limit: named, ..check }
+}
+
+/// Whether `fdsync daemon` would connect the live stream: under
+/// `daemon.stream`, held against the quota the service's headers named (the
+/// `quota` check's), else `upstream.plan`, else the Free plan's.
+fn stream(config: &Config, checks: &[Check]) -> Option<Check> {
+    let pipelines = crate::pipeline::load_dir(&config.pipelines.dir, config.pipelines.enabled.as_deref()).ok()?;
+    let limit = checks.iter().find_map(|c| c.limit.clone());
+    let planned = crate::plan::stream_of(config, &pipelines, None, limit, chrono::Utc::now())
+        .ok()
+        .flatten()?;
+    let detail = format!(
+        "daemon.stream = {}: {} ({})",
+        planned.mode,
+        if planned.connected {
+            "the daemon connects it"
+        } else {
+            "not connected"
+        },
+        planned.reason
+    );
+    Some(match (planned.connected, planned.fits) {
+        (true, true) => Check::ok("stream", detail),
+        (true, false) => Check::warn(
+            "stream",
+            detail,
+            "set daemon.stream = \"auto\" (the news pipeline then polls on its schedule), or use a larger plan".into(),
+        ),
+        (false, _) => Check::warn(
+            "stream",
+            detail,
+            "news arrives at the news pipeline's polls; set daemon.stream = true to connect anyway (fdsync plan shows the cost)".into(),
+        ),
+    })
 }
 
 /// Whether a sync could write the warehouse: the file (when it exists) and

@@ -188,9 +188,11 @@ pub struct DaemonConfig {
     /// Where `/metrics` (Prometheus) and `/healthz` are served; "off" serves neither.
     #[serde(default = "default_metrics_addr")]
     pub metrics_addr: String,
-    /// Keep the live news stream connected (pipelines with `params.stream_route`).
-    #[serde(default = "default_true")]
-    pub stream: bool,
+    /// Keep the live news stream connected (pipelines with `params.stream_route`):
+    /// `true`, `false`, or `"auto"`, which connects it only when the plan's
+    /// quota carries its connections beside the schedules (else they poll).
+    #[serde(default)]
+    pub stream: StreamMode,
     /// `/healthz` reports unhealthy when nothing was committed for this many
     /// seconds (since the start, before the first commit); 0 never does.
     /// Set it above the longest gap between the schedules' firings.
@@ -206,7 +208,7 @@ impl Default for DaemonConfig {
     fn default() -> Self {
         DaemonConfig {
             metrics_addr: default_metrics_addr(),
-            stream: true,
+            stream: StreamMode::Auto,
             stale_after_secs: default_stale_after(),
         }
     }
@@ -231,8 +233,33 @@ fn default_metrics_addr() -> String {
     "127.0.0.1:9464".into()
 }
 
-fn default_true() -> bool {
-    true
+/// `daemon.stream`: whether the daemon keeps the live stream connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamMode {
+    /// Connected when the quota carries it (`fdsync plan` says which).
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl<'de> Deserialize<'de> for StreamMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(true) => Ok(StreamMode::On),
+            Raw::Bool(false) => Ok(StreamMode::Off),
+            Raw::Text(t) if t == "auto" => Ok(StreamMode::Auto),
+            Raw::Text(t) => Err(serde::de::Error::custom(format!(
+                "daemon.stream = {t:?}: expected true, false or \"auto\""
+            ))),
+        }
+    }
 }
 
 /// `[universe]`: what to mirror.
@@ -256,6 +283,17 @@ pub struct PipelinesConfig {
     pub dir: PathBuf,
     /// Names to run; default every file in `dir`.
     pub enabled: Option<Vec<String>>,
+    /// The share of the quota the configuration may plan to spend (0-1):
+    /// `schedule = "auto"` intervals and `daemon.stream = "auto"` keep to it.
+    #[serde(default = "default_quota_share")]
+    pub quota_share: f64,
+    /// Minutes between the `sync --once` runs of a timer or CronJob: `auto`
+    /// intervals are whole multiples of it, and `fdsync plan` forecasts it.
+    pub timer_minutes: Option<u32>,
+}
+
+fn default_quota_share() -> f64 {
+    0.9
 }
 
 impl Default for PipelinesConfig {
@@ -263,6 +301,8 @@ impl Default for PipelinesConfig {
         PipelinesConfig {
             dir: default_pipelines_dir(),
             enabled: None,
+            quota_share: default_quota_share(),
+            timer_minutes: None,
         }
     }
 }
@@ -452,6 +492,17 @@ impl Config {
                  memory updating stored news items and events (the default is {DEFAULT_MEMORY_LIMIT_MB})",
                 self.warehouse.memory_limit_mb
             )));
+        }
+        if !(self.pipelines.quota_share > 0.0 && self.pipelines.quota_share <= 1.0) {
+            return Err(invalid(format!(
+                "pipelines.quota_share = {}: use a share above 0 and at most 1 (0.9 plans 90% of the quota)",
+                self.pipelines.quota_share
+            )));
+        }
+        if self.pipelines.timer_minutes.is_some_and(|m| !(1..=1440).contains(&m)) {
+            return Err(invalid(
+                "pipelines.timer_minutes: use 1 to 1440, the minutes between `sync --once` runs".into(),
+            ));
         }
         if self.upstream.max_attempts == 0 {
             return Err(invalid("upstream.max_attempts must be at least 1".into()));

@@ -23,8 +23,9 @@ use crate::sync::{SyncError, Syncer};
 pub struct Daemon {
     pub syncer: Arc<Syncer>,
     pub pipelines: Vec<Pipeline>,
-    /// Keep the live stream of every pipeline that has one connected.
-    pub stream: bool,
+    /// Keep the live stream of every pipeline that has one connected: on,
+    /// off, or `auto` (when the quota carries it, `fdsync plan` says which).
+    pub stream: crate::config::StreamMode,
     pub metrics_addr: Option<SocketAddr>,
     /// `/healthz` is unhealthy after this long without a commit (`None`: never).
     pub stale_after: Option<std::time::Duration>,
@@ -60,27 +61,35 @@ impl Daemon {
             client.stop_sending();
         });
         let turn = Arc::new(tokio::sync::Mutex::new(()));
+        let (ran, runs) = tokio::sync::watch::channel(0u64);
+        let every = Arc::new(self.pipelines.clone());
         let mut tasks = JoinSet::new();
         for pipeline in self.pipelines.iter().cloned() {
             let last = last_started.get(&pipeline.name).copied();
             tasks.spawn(schedule(
                 self.syncer.clone(),
-                pipeline,
+                (pipeline, every.clone()),
                 last,
-                (turn.clone(), self.lake.clone()),
+                (turn.clone(), self.lake.clone(), ran.clone()),
                 shutdown.clone(),
             ));
         }
-        if self.stream {
+        if self.stream != crate::config::StreamMode::Off {
             for pipeline in self
                 .pipelines
                 .iter()
                 .filter(|p| p.params.stream_route.is_some())
                 .cloned()
             {
-                let syncer = self.syncer.clone();
-                let shutdown = shutdown.clone();
+                let (syncer, every, mut runs) = (self.syncer.clone(), every.clone(), runs.clone());
+                let (shutdown, mode) = (shutdown.clone(), self.stream);
                 tasks.spawn(async move {
+                    if mode == crate::config::StreamMode::Auto
+                        && !stream_carried(&syncer, &every, &pipeline, &mut runs, &shutdown).await?
+                    {
+                        return Ok(());
+                    }
+                    crate::metrics::stream_planned(&pipeline.name, 86_400.0 / crate::plan::STREAM_CONNECTION_SECS);
                     tracing::info!(message = "Live stream started.", pipeline = %pipeline.name);
                     syncer.run_stream(&pipeline, &shutdown, false).await.map(|_| ())
                 });
@@ -105,7 +114,7 @@ impl Daemon {
         tracing::info!(
             message = "Daemon started.",
             pipelines = self.pipelines.len(),
-            stream = self.stream
+            stream = ?self.stream
         );
         let mut failure = None;
         while let Some(joined) = tasks.join_next().await {
@@ -133,11 +142,20 @@ impl Daemon {
         let mut last_started = self.last_started().await?;
         let clock = self.syncer.clock.clone();
         let mut runs = 0;
+        let mut derived: Option<(DateTime<Utc>, Vec<Pipeline>)> = None;
         loop {
             let now = clock.now();
+            // `auto` intervals derived again each hour, as the daemon's tasks
+            // derive them again before each wait.
+            if derived
+                .as_ref()
+                .is_none_or(|(at, _)| now - *at >= chrono::Duration::hours(1))
+            {
+                derived = Some((now, self.syncer.schedules(&self.pipelines, None).await?));
+            }
+            let pipelines = derived.as_ref().map(|(_, p)| p.clone()).unwrap_or_default();
             // Ties go to the order of `pipelines`, as the daemon's turn lock queues them.
-            let next = self
-                .pipelines
+            let next = pipelines
                 .iter()
                 .filter_map(|p| Some((due_at(&p.schedule, last_started.get(&p.name).copied(), now)?, p)))
                 .min_by_key(|(due, _)| *due);
@@ -164,17 +182,65 @@ impl Daemon {
     }
 }
 
+/// Whether the `auto` stream of `pipeline` connects: held against the
+/// quota once it is known (the ledger's, or the headers of the daemon's
+/// first run), beside what the schedules of `every` pipeline plan to spend.
+async fn stream_carried(
+    syncer: &Syncer,
+    every: &[Pipeline],
+    pipeline: &Pipeline,
+    runs: &mut tokio::sync::watch::Receiver<u64>,
+    shutdown: &CancellationToken,
+) -> Result<bool, SyncError> {
+    loop {
+        let planned = syncer.stream_plan(every).await?;
+        let Some(planned) = planned else { return Ok(true) };
+        if planned.quota_known || *runs.borrow() > 0 {
+            crate::metrics::stream_planned(&pipeline.name, if planned.connected { planned.per_day } else { 0.0 });
+            if !planned.connected {
+                tracing::warn!(
+                    message = "Live stream not connected: the quota cannot carry it; the feed polls on its schedule (fdsync plan).",
+                    pipeline = %pipeline.name,
+                    reason = %planned.reason
+                );
+            }
+            return Ok(planned.connected);
+        }
+        tokio::select! {
+            changed = runs.changed() => if changed.is_err() { return Ok(false) },
+            () = shutdown.cancelled() => return Ok(false),
+        }
+    }
+}
+
 /// One pipeline's loop: wait for its next firing, wait for its turn, run,
-/// publish the lake.
+/// publish the lake. An `auto` schedule is derived again before each wait,
+/// from the quota and the run log as they are then.
 async fn schedule(
     syncer: Arc<Syncer>,
-    pipeline: Pipeline,
+    (mut pipeline, every): (Pipeline, Arc<Vec<Pipeline>>),
     mut last_started: Option<DateTime<Utc>>,
-    (turn, lake): (Arc<tokio::sync::Mutex<()>>, Option<Arc<crate::lake::Lake>>),
+    (turn, lake, ran): (
+        Arc<tokio::sync::Mutex<()>>,
+        Option<Arc<crate::lake::Lake>>,
+        tokio::sync::watch::Sender<u64>,
+    ),
     shutdown: CancellationToken,
 ) -> Result<(), SyncError> {
     let clock = syncer.clock.clone();
     loop {
+        if pipeline.auto {
+            match syncer.schedules(&every, None).await {
+                Ok(derived) => {
+                    if let Some(p) = derived.into_iter().find(|p| p.name == pipeline.name) {
+                        pipeline = p;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(message = "Auto schedule not derived again; the last one stays.", pipeline = %pipeline.name, error = %e)
+                }
+            }
+        }
         let due = due_at(&pipeline.schedule, last_started, clock.now());
         let Some(due) = due else {
             tracing::info!(message = "Schedule never fires again.", pipeline = %pipeline.name);
@@ -213,6 +279,7 @@ async fn schedule(
             }
         }
         write_summary(&syncer, &pipeline, (&report, &result), started_at, published).await;
+        ran.send_modify(|n| *n += 1);
         match result {
             Ok(()) => {}
             Err(SyncError::Interrupted) => {

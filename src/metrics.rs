@@ -49,6 +49,7 @@ struct Metrics {
     stream_connects: Family<StatusLabel, Counter>,
     shortfall: Family<PipelineLabel, Gauge>,
     unreadable: Family<PipelineLabel, Counter>,
+    stream_planned: Family<PipelineLabel, Gauge<f64, AtomicU64>>,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
@@ -115,8 +116,15 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Answers (200) that could not be read, kept in _sync_quarantine, by pipeline",
         unreadable.clone(),
     );
+    let stream_planned = Family::<PipelineLabel, Gauge<f64, AtomicU64>>::default();
+    registry.register(
+        "fdsync_news_stream_planned_requests_per_day",
+        "The live stream's connections a day in the daemon's quota plan (0: not connected, the feed polls)",
+        stream_planned.clone(),
+    );
     Metrics {
         registry,
+        stream_planned,
         shortfall,
         unreadable,
         requests,
@@ -210,6 +218,17 @@ pub fn shortfall(pipeline: &str, missing: u64, unreadable: u64) {
         .get_or_create(&label)
         .set(i64::try_from(missing).unwrap_or(i64::MAX));
     METRICS.unreadable.get_or_create(&label).inc_by(unreadable);
+}
+
+/// What the daemon planned for the live stream of `pipeline`: connections
+/// a day, 0 when it polls on its schedule instead.
+pub fn stream_planned(pipeline: &str, per_day: f64) {
+    METRICS
+        .stream_planned
+        .get_or_create(&PipelineLabel {
+            pipeline: pipeline.to_owned(),
+        })
+        .set(per_day);
 }
 
 pub fn stream_lag(seconds: f64) {

@@ -26,7 +26,8 @@ pub struct RawPipeline {
     pub feed: Option<String>,
     /// The request path under the base URL, when not the feed's own.
     pub route: Option<String>,
-    /// Standard 5-field cron expression (UTC) for `fdsync daemon`.
+    /// Standard 5-field cron expression (UTC), or `"auto"`: an interval
+    /// derived from the quota, the priority and the measured cost of a run.
     pub schedule: String,
     /// Lower runs first when a run cannot do everything.
     pub priority: u32,
@@ -50,6 +51,8 @@ pub struct Pipeline {
     pub route: String,
     pub schedule_text: String,
     pub schedule: Schedule,
+    /// `schedule = "auto"`: [`crate::plan::derive_schedules`] sets `schedule`.
+    pub auto: bool,
     pub priority: u32,
     pub enabled: bool,
     pub params: Params,
@@ -119,7 +122,12 @@ impl Pipeline {
             )));
         }
         (feed.check)(&route, &raw.params).map_err(|e| err(format!("feed {:?}: {e}", feed.name)))?;
-        let schedule = parse_schedule(&raw.schedule).map_err(|e| err(format!("schedule = {:?}: {e}", raw.schedule)))?;
+        let auto = raw.schedule.trim() == "auto";
+        let schedule = if auto {
+            Schedule::every_minutes(MINUTES_A_DAY)
+        } else {
+            parse_schedule(&raw.schedule).map_err(|e| err(format!("schedule = {:?}: {e}", raw.schedule)))?
+        };
         Ok(Pipeline {
             name: raw.name,
             description: raw.description,
@@ -127,6 +135,7 @@ impl Pipeline {
             route,
             schedule_text: raw.schedule,
             schedule,
+            auto,
             priority: raw.priority,
             enabled: raw.enabled,
             params: raw.params,
@@ -200,17 +209,49 @@ pub fn load_dir(dir: &Path, enabled: Option<&[String]>) -> Result<Vec<Pipeline>,
     Ok(pipelines)
 }
 
-/// When a pipeline fires: a crontab schedule, in UTC.
+/// Minutes in a day: the longest interval of an `auto` schedule.
+pub const MINUTES_A_DAY: u32 = 1440;
+
+/// When a pipeline fires, in UTC: a crontab schedule, or every so many
+/// minutes from midnight (an `auto` schedule's derived interval).
 #[derive(Debug, Clone)]
-pub struct Schedule(croner::Cron);
+pub struct Schedule(When);
+
+#[derive(Debug, Clone)]
+enum When {
+    Cron(Box<croner::Cron>),
+    Every(u32),
+}
 
 impl Schedule {
+    /// Every `minutes` (at least one), counted from midnight UTC, so the
+    /// firings of a divisor of a day fall at the same times every day.
+    pub fn every_minutes(minutes: u32) -> Schedule {
+        Schedule(When::Every(minutes.max(1)))
+    }
+
+    /// The interval of an `every` schedule.
+    pub fn interval_minutes(&self) -> Option<u32> {
+        match self.0 {
+            When::Every(m) => Some(m),
+            When::Cron(_) => None,
+        }
+    }
+
     /// The first firing strictly after `t`; `None` if it never fires again.
     pub fn next_after(&self, t: &DateTime<Utc>) -> Option<DateTime<Utc>> {
         // Firings fall on whole minutes; a fraction of a second in `t` would
         // otherwise be carried into the answer.
         let whole = chrono::Timelike::with_nanosecond(t, 0).unwrap_or(*t);
-        self.0.find_next_occurrence(&whole, false).ok()
+        match &self.0 {
+            When::Cron(cron) => cron.find_next_occurrence(&whole, false).ok(),
+            When::Every(minutes) => {
+                let midnight = whole.date_naive().and_hms_opt(0, 0, 0)?.and_utc();
+                let step = chrono::Duration::minutes(i64::from(*minutes));
+                let passed = (whole - midnight).num_seconds() / step.num_seconds();
+                Some(midnight + step * i32::try_from(passed + 1).ok()?)
+            }
+        }
     }
 }
 
@@ -231,7 +272,7 @@ pub fn parse_schedule(expr: &str) -> Result<Schedule, String> {
         .year(croner::parser::Year::Disallowed)
         .build()
         .parse(expr)
-        .map(Schedule)
+        .map(|cron| Schedule(When::Cron(Box::new(cron))))
         .map_err(|e| e.to_string())
 }
 

@@ -18,6 +18,9 @@ pub struct RunTimes {
     /// When `fdsync reset` forgot its checkpoints, if that came after its
     /// newest run (in commit order: a frozen clock gives both one instant).
     pub reset: Option<DateTime<Utc>>,
+    /// Runs started after its newest `ok` one: how many times in a row it
+    /// did not end `ok`.
+    pub since_ok: u32,
 }
 
 /// How overdue a pipeline is: how long ago its schedule first fired after
@@ -49,6 +52,10 @@ pub enum Due {
     Reset { at: DateTime<Utc> },
     /// Its schedule fired since its last `ok` run started.
     ScheduleFired { at: DateTime<Utc> },
+    /// Its last runs did not end `ok` (`failed`, or `partial` without work
+    /// left to resume): it is tried again on its schedule, each time a
+    /// little later, not at every firing of a timer.
+    Retry { at: DateTime<Utc>, failures: u32 },
     /// Not due: its schedule fires next then (never again: `None`).
     NotDue { next: Option<DateTime<Utc>> },
 }
@@ -68,6 +75,11 @@ impl std::fmt::Display for Due {
             Due::Backfilling => f.write_str("backfill left"),
             Due::Reset { at } => write!(f, "reset {}", at.format("%m-%d %H:%M")),
             Due::ScheduleFired { at } => write!(f, "schedule fired {}", at.format("%m-%d %H:%M")),
+            Due::Retry { at, failures } => write!(
+                f,
+                "retry after {failures} run(s) not ok, due {}",
+                at.format("%m-%d %H:%M")
+            ),
             Due::NotDue { next: Some(next) } => write!(f, "not due until {}", next.format("%Y-%m-%dT%H:%MZ")),
             Due::NotDue { next: None } => f.write_str("schedule never fires again"),
         }
@@ -89,7 +101,24 @@ pub struct History {
 /// its schedule fired since its last `ok` run started.
 pub fn due(pipeline: &Pipeline, history: &History, now: DateTime<Utc>) -> Due {
     let Some(ok_started) = history.times.ok_started else {
-        return Due::NeverSynced;
+        // Ran and never ended `ok` (nothing left to resume): tried again
+        // with backoff, like any failing pipeline, not at every firing.
+        return match (history.times.started, &history.last) {
+            (Some(started), Some((status, error)))
+                if history.times.reset.is_none()
+                    && !left_work(status, error.as_deref())
+                    && history.times.since_ok > 0 =>
+            {
+                match retry_at(&pipeline.schedule, started, history.times.since_ok) {
+                    Some(at) if at <= now => Due::Retry {
+                        at,
+                        failures: history.times.since_ok,
+                    },
+                    next => Due::NotDue { next },
+                }
+            }
+            _ => Due::NeverSynced,
+        };
     };
     if let Some(at) = history.times.reset {
         return Due::Reset { at };
@@ -102,10 +131,36 @@ pub fn due(pipeline: &Pipeline, history: &History, now: DateTime<Utc>) -> Due {
     if history.backfill_left {
         return Due::Backfilling;
     }
+    let failures = history.times.since_ok;
+    if failures > 0
+        && let Some(started) = history.times.started
+    {
+        return match retry_at(&pipeline.schedule, started, failures) {
+            Some(at) if at <= now => Due::Retry { at, failures },
+            next => Due::NotDue { next },
+        };
+    }
     match pipeline.schedule.next_after(&ok_started) {
         Some(at) if at <= now => Due::ScheduleFired { at },
         next => Due::NotDue { next },
     }
+}
+
+/// The longest a pipeline that keeps failing waits beyond its schedule.
+const MOST_RETRY_WAIT_HOURS: i64 = 24;
+
+/// When a pipeline whose last `failures` runs did not end `ok`, the newest
+/// started at `started`, is tried again: its schedule's next firing after a
+/// wait that doubles with each failure after the first, from one period of
+/// the schedule to a day at most (never less than the next firing).
+pub fn retry_at(schedule: &crate::pipeline::Schedule, started: DateTime<Utc>, failures: u32) -> Option<DateTime<Utc>> {
+    let next = schedule.next_after(&started)?;
+    let period = schedule
+        .next_after(&next)
+        .map_or(chrono::Duration::hours(MOST_RETRY_WAIT_HOURS), |after| after - next);
+    let doublings = failures.saturating_sub(1).min(16);
+    let wait = (period * (1i32 << doublings) - period).min(chrono::Duration::hours(MOST_RETRY_WAIT_HOURS));
+    schedule.next_after(&(started + wait)).or(Some(next))
 }
 
 /// Whether a run that ended so stopped with work left for the next.
@@ -194,5 +249,21 @@ mod tests {
         let members = vec![("a", t(5)), ("b", None), ("c", t(1)), ("d", None)];
         let ordered: Vec<&str> = stalest_first(members, |m| m.1).iter().map(|m| m.0).collect();
         assert_eq!(ordered, ["b", "d", "c", "a"]);
+    }
+
+    #[test]
+    fn a_failing_pipeline_waits_longer_each_time_up_to_a_day() {
+        let hourly = crate::pipeline::parse_schedule("0 * * * *").unwrap();
+        let started: DateTime<Utc> = "2026-11-25T10:05:00Z".parse().unwrap();
+        let at = |failures| {
+            retry_at(&hourly, started, failures)
+                .unwrap()
+                .format("%d %H:%M")
+                .to_string()
+        };
+        assert_eq!(at(1), "25 11:00", "the next firing");
+        assert_eq!(at(2), "25 12:00", "one period later");
+        assert_eq!(at(3), "25 14:00", "three periods later");
+        assert_eq!(at(30), "26 11:00", "a day at most");
     }
 }

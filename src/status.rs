@@ -48,6 +48,9 @@ pub struct PipelineStatus {
     pub backfill: Option<BackfillStatus>,
     /// Whether `sync --once` runs it now, and why (or when it will).
     pub due: Due,
+    /// Companies its route answered 404 for (company, when), asked again a
+    /// day after.
+    pub not_served: Vec<(String, String)>,
 }
 
 /// How far a backfill has reached back, and what is left where that is
@@ -110,10 +113,15 @@ pub fn of(
         pipelines: Vec::new(),
         quota: Vec::new(),
     };
-    let (runs, oks, checkpoints) = match reader {
+    let (runs, oks, checkpoints, mut not_served) = match reader {
         Some(reader) => {
             status.quota = reader.quota()?;
-            (reader.last_runs()?, reader.last_ok()?, reader.newest_checkpoints()?)
+            (
+                reader.last_runs()?,
+                reader.last_ok()?,
+                reader.newest_checkpoints()?,
+                reader.not_served()?,
+            )
         }
         None => Default::default(),
     };
@@ -150,6 +158,7 @@ pub fn of(
             checkpoint_updated_at: newest.map(|c| c.2),
             backfill,
             due: planner::due(p, &history, now),
+            not_served: not_served.remove(&p.name).unwrap_or_default(),
         });
     }
     Ok(status)
@@ -362,6 +371,19 @@ pub fn write_text(out: &mut impl Write, status: &Status) -> std::io::Result<()> 
         }
         if let Some(b) = &p.backfill {
             writeln!(out, "{:<16} backfill {}", "", backfill_text(b, &status.quota))?;
+        }
+        if !p.not_served.is_empty() {
+            let companies: Vec<String> = p
+                .not_served
+                .iter()
+                .map(|(company, at)| format!("{company} (404 at {})", ts(at.parse().ok())))
+                .collect();
+            writeln!(
+                out,
+                "{:<16} not served: {}; asked again a day after",
+                "",
+                companies.join(", ")
+            )?;
         }
     }
     writeln!(out)?;

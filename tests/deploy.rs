@@ -152,6 +152,26 @@ fn kubernetes_manifests_are_valid_and_agree_with_each_other() {
         .map(|v| v.as_i64().unwrap())
         .collect();
     assert_eq!(codes, [2, 75], "no retry where retrying cannot help");
+    assert_eq!(
+        job["backoffLimit"].as_i64(),
+        Some(0),
+        "a failed run is retried by fdsync's own backoff at the next firing, not tripled"
+    );
+    // Auto schedules are derived for the timer the CronJob runs.
+    let env = job["template"]["spec"]["containers"][0]["env"].as_vec().unwrap();
+    let timer = env
+        .iter()
+        .find(|e| e["name"].as_str() == Some("FDSYNC_PIPELINES__TIMER_MINUTES"))
+        .and_then(|e| e["value"].as_str())
+        .expect("the CronJob names its period");
+    let cron_schedule = fdsync::pipeline::parse_schedule(schedule).unwrap();
+    let first = cron_schedule.next_after(&chrono::Utc::now()).unwrap();
+    let period = cron_schedule.next_after(&first).unwrap() - first;
+    assert_eq!(
+        period.num_minutes().to_string(),
+        timer,
+        "the CronJob's period and timer_minutes agree"
+    );
     assert!(
         job["activeDeadlineSeconds"].as_i64().is_some_and(|s| s > 0),
         "a hung run is ended (SIGTERM, then a clean exit)"
@@ -222,4 +242,48 @@ fn the_dockerfile_copies_only_what_the_repository_has() {
         dockerfile.contains("\nCOPY .cargo "),
         "the build stage has .cargo/config.toml, which builds jemalloc's options in"
     );
+}
+
+/// The systemd timer fires as often as its service tells `auto` schedules.
+#[test]
+fn the_systemd_timer_and_its_timer_minutes_agree() {
+    let read = |name: &str| std::fs::read_to_string(repo().join("deploy/systemd").join(name)).unwrap();
+    let timer = read("fdsync-sync.timer");
+    assert!(timer.lines().any(|l| l == "OnCalendar=*:0/15"), "{timer}");
+    let service = read("fdsync-sync.service");
+    assert!(
+        service
+            .lines()
+            .any(|l| l == "Environment=FDSYNC_PIPELINES__TIMER_MINUTES=15"),
+        "{service}"
+    );
+}
+
+/// A newcomer's Free key on the shipped timer: `fdsync plan --plan free
+/// --timer-minutes 15` on the shipped config and pipelines fits (exit 0),
+/// and so does the daemon's forecast, with the stream left to poll.
+#[test]
+fn the_shipped_config_fits_the_free_plan_on_the_shipped_timer() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fdsync"))
+            .current_dir(repo())
+            .args(["--config", "config/fdsync.toml", "plan", "--plan", "free"])
+            .args(extra)
+            .env("FDSYNC_WAREHOUSE__DUCKDB", dir.path().join("none.duckdb"))
+            .output()
+            .unwrap()
+    };
+    let timer = plan(&["--timer-minutes", "15"]);
+    let text = String::from_utf8_lossy(&timer.stdout);
+    assert!(
+        timer.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&timer.stderr)
+    );
+    assert!(text.contains("fits") && text.contains("auto ("), "{text}");
+    let daemon = plan(&[]);
+    let text = String::from_utf8_lossy(&daemon.stdout);
+    assert!(daemon.status.success(), "{text}");
+    assert!(text.contains("live stream (auto): not connected"), "{text}");
 }

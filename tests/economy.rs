@@ -21,6 +21,26 @@ async fn due_now(h: &Harness, pipelines: &[Pipeline]) -> Vec<Pipeline> {
         .collect()
 }
 
+/// One firing of a 15-minute timer (the clock moved on, but not before the
+/// first): a `sync --once` of what is due, every pipeline ending `ok`.
+async fn timer_tick(
+    h: &Harness,
+    sim: &fdsync::clock::SimClock,
+    pipelines: &[Pipeline],
+    tick: u32,
+) -> fdsync::sync::SyncReport {
+    if tick > 0 {
+        sim.advance(Duration::from_secs(15 * 60));
+    }
+    let due = due_now(h, pipelines).await;
+    let (report, result) = h.syncer.run_once(&due).await;
+    result.unwrap_or_else(|e| panic!("tick {tick}: {e}: {report:?}"));
+    for o in &report.outcomes {
+        assert_eq!(o.status, RunStatus::Ok, "tick {tick}: {o:?}");
+    }
+    report
+}
+
 /// The CronJob case: a timer every 15 minutes for a day, each firing a
 /// `sync --once` of what is due. Each pipeline runs as often as its schedule
 /// fired (a daily one once after the first sync), not 96 times.
@@ -34,14 +54,8 @@ async fn a_timer_every_15_minutes_for_a_day_spends_what_the_schedules_say() {
     let mut requests = 0;
     let mut first_sync = 0;
     for tick in 0..96 {
-        if tick > 0 {
-            sim.advance(Duration::from_secs(15 * 60));
-        }
-        let due = due_now(&h, &pipelines).await;
-        let (report, result) = h.syncer.run_once(&due).await;
-        result.unwrap_or_else(|e| panic!("tick {tick}: {e}: {report:?}"));
+        let report = timer_tick(&h, &sim, &pipelines, tick).await;
         for o in &report.outcomes {
-            assert_eq!(o.status, RunStatus::Ok, "tick {tick}: {o:?}");
             *runs.entry(o.pipeline.clone()).or_default() += 1;
             requests += o.requests;
         }
@@ -58,14 +72,7 @@ async fn a_timer_every_15_minutes_for_a_day_spends_what_the_schedules_say() {
     let ticks: Vec<_> = (0..96).map(|i| start + chrono::Duration::minutes(15 * i)).collect();
     let mut total_firings = 0;
     for p in &pipelines {
-        let mut last = ticks[0];
-        let mut expected = 1;
-        for &t in &ticks[1..] {
-            if p.schedule.next_after(&last).is_some_and(|f| f <= t) {
-                expected += 1;
-                last = t;
-            }
-        }
+        let expected = scheduled_runs(p, &ticks);
         total_firings += expected;
         assert_eq!(runs.get(&p.name).copied().unwrap_or(0), expected, "{}", p.name);
         let period = p
@@ -179,6 +186,7 @@ async fn the_plan_forecast_matches_what_a_week_of_the_daemon_spends() {
         };
         p.schedule = fdsync::pipeline::parse_schedule(schedule).unwrap();
         p.schedule_text = schedule.into();
+        p.auto = false;
         if p.name == "news" {
             p.params.backfill_days = Some(1);
         }
@@ -188,7 +196,7 @@ async fn the_plan_forecast_matches_what_a_week_of_the_daemon_spends() {
     let daemon = fdsync::daemon::Daemon {
         syncer: syncer.clone(),
         pipelines: pipelines.clone(),
-        stream: false,
+        stream: fdsync::config::StreamMode::Off,
         metrics_addr: None,
         stale_after: None,
         lake: None,
@@ -269,4 +277,112 @@ async fn the_plan_forecast_matches_what_a_week_of_the_daemon_spends() {
         spent_total / forecast_total
     );
     assert!((spent_total - forecast_total).abs() <= 0.1 * forecast_total);
+}
+
+/// A news tape whose backfill reached the start of the tape costs only its
+/// forward polls: ten more runs send no `before=`.
+#[tokio::test]
+async fn a_complete_news_backfill_costs_no_request_ten_runs_poll_forward_only() {
+    let clock = fdsync::clock::Clock::simulated("2025-06-02T12:00:00Z".parse().unwrap(), 0.0);
+    let h = Harness::with_emulator(emulator_config(&clock, PlanLimits::build()), &["MSFT"]).await;
+    let mut news = h.only(&["news"]);
+    news[0].params.backfill_days = None;
+    crate::util::run_ok(&h, &news).await;
+    let cursor = h
+        .strings("SELECT \"cursor\" FROM _sync_checkpoints WHERE pipeline = 'news' AND \"partition\" = ''")
+        .await;
+    assert!(cursor[0].contains("\"complete\":true"), "{cursor:?}");
+    let asked_before = h.int("SELECT count(*) FROM _sync_requests").await;
+    let sim = h.clock.as_sim().unwrap().clone();
+    for _ in 0..10 {
+        sim.advance(Duration::from_secs(5 * 60));
+        crate::util::run_ok(&h, &news).await;
+    }
+    let routes = h
+        .strings(&format!(
+            "SELECT route FROM _sync_requests ORDER BY \"at\" OFFSET {asked_before}"
+        ))
+        .await;
+    assert_eq!(routes.len(), 10, "one forward poll a run: {routes:?}");
+    assert!(
+        routes.iter().all(|r| r.contains("after=") && !r.contains("before=")),
+        "{routes:?}"
+    );
+}
+
+/// What the schedules say a day of ticks runs: the first tick, then each
+/// tick after a firing.
+fn scheduled_runs(p: &Pipeline, ticks: &[chrono::DateTime<chrono::Utc>]) -> u64 {
+    let mut last = ticks[0];
+    let mut expected = 1;
+    for &t in &ticks[1..] {
+        if p.schedule.next_after(&last).is_some_and(|f| f <= t) {
+            expected += 1;
+            last = t;
+        }
+    }
+    expected
+}
+
+/// One company whose 8-K index and regulation the service does not serve
+/// (404), in a five-company universe, under a timer every 15 minutes for a
+/// day: each of those routes is asked at most twice, both pipelines end
+/// `ok` with the 404 reported (in the outcome and `fdsync status`), and
+/// each pipeline runs as often as its schedule fired, no more.
+#[tokio::test]
+async fn a_route_that_does_not_serve_a_company_is_remembered_and_costs_no_firing_more() {
+    let config = fdsync::emulator::EmulatorConfig {
+        quirks: fdsync::emulator::Quirks::parse("unserved=events+regulation@JP:7203").unwrap(),
+        ..emulator_config(&frozen_clock(), PlanLimits::build())
+    };
+    let h = Harness::with_emulator(config, &["AAPL", "MSFT", "TW:2330", "JP:7203", "O"]).await;
+    let pipelines = h.all_pipelines.clone();
+    let sim = h.clock.as_sim().unwrap().clone();
+    let ticks: Vec<_> = (0..96)
+        .map(|i| h.clock.now() + chrono::Duration::minutes(15 * i))
+        .collect();
+    let mut runs: BTreeMap<String, u64> = BTreeMap::new();
+    let mut reported = BTreeSet::new();
+    for tick in 0..96 {
+        let report = timer_tick(&h, &sim, &pipelines, tick).await;
+        for o in &report.outcomes {
+            *runs.entry(o.pipeline.clone()).or_default() += 1;
+            if !o.not_served.is_empty() {
+                reported.insert(o.pipeline.clone());
+            }
+        }
+        if tick == 0 {
+            let status = h.syncer.status(&pipelines).await.unwrap();
+            let mut text = Vec::new();
+            fdsync::status::write_text(&mut text, &status).unwrap();
+            let text = String::from_utf8(text).unwrap();
+            assert_eq!(
+                text.matches("not served: JP:7203 (404 at").count(),
+                2,
+                "events and regulation report the 404: {text}"
+            );
+        }
+    }
+    assert_eq!(reported, BTreeSet::from(["events".to_owned(), "regulation".to_owned()]));
+    // The index and regulation routes themselves, not the item texts under
+    // `/events/{accession}`, which the service serves.
+    for route in ["events", "regulation"] {
+        let asked = h
+            .int(&format!(
+                "SELECT count(*) FROM _sync_requests WHERE regexp_matches(route, '^/api/v1/companies/JP%3A7203/{route}(\\?|$)')"
+            ))
+            .await;
+        assert!(
+            (1..=2).contains(&asked),
+            "{route} asked {asked} times for the unserved company"
+        );
+    }
+    for p in &pipelines {
+        assert_eq!(
+            runs.get(&p.name).copied().unwrap_or(0),
+            scheduled_runs(p, &ticks),
+            "{}",
+            p.name
+        );
+    }
 }

@@ -18,6 +18,8 @@ mod deploy;
 mod economy;
 /// The emulator: as strict as the spec.
 mod emulator;
+/// A Free key's week of the shipped daemon: the quota, the forecast, auto schedules.
+mod free_week;
 /// A hostile upstream: redirects, absurd headers, stuck cursors, endless bodies.
 mod hostile;
 /// Incremental loads: no duplicate keys, no rewritten rows, new data lands.

@@ -405,7 +405,7 @@ async fn a_dead_writer_stops_the_daemon_with_an_error() {
     let daemon = fdsync::daemon::Daemon {
         syncer: std::sync::Arc::new(syncer),
         pipelines: h.only(&["indices"]),
-        stream: false,
+        stream: fdsync::config::StreamMode::Off,
         metrics_addr: Some(port),
         stale_after: None,
         lake: None,

@@ -66,12 +66,16 @@ pub struct Quirks {
     /// Every 8-K event's `filingDate` served a year earlier: a restated date,
     /// which moves a row to another lake partition.
     pub redated: bool,
+    /// Route families that answer 404 for one company, as a service answers
+    /// for an issuer a route does not cover (a non-SEC issuer's 8-K index,
+    /// regulation outside its pilot): (families, the company's id).
+    pub unserved: Option<(Vec<String>, String)>,
 }
 
 impl Quirks {
     /// `page_cap=37,rename=wire+geo,null=regulation,unpadded_ciks,after_newest_first,
-    /// empty_texts,offsetless_timestamps,bare_429,withhold_page=40,frozen_updated_at,redated`,
-    /// any of them; `rename=all` names every family.
+    /// empty_texts,offsetless_timestamps,bare_429,withhold_page=40,frozen_updated_at,redated,
+    /// unserved=events+regulation@JP:7203`, any of them; `rename=all` names every family.
     pub fn parse(spec: &str) -> Result<Quirks, String> {
         let mut q = Quirks::default();
         let families = |list: &str| -> Result<Vec<String>, String> {
@@ -103,6 +107,12 @@ impl Quirks {
                 Some(("withhold_page", v)) => q.withhold_page = Some(count(part, v)?),
                 Some(("rename", v)) => q.renamed = families(v)?,
                 Some(("null", v)) => q.nulled = families(v)?,
+                Some(("unserved", v)) => {
+                    let (list, company) = v
+                        .split_once('@')
+                        .ok_or_else(|| format!("{part:?}: expected unserved=FAMILIES@COMPANY"))?;
+                    q.unserved = Some((families(list)?, company.to_owned()));
+                }
                 None if part == "unpadded_ciks" => q.unpadded_ciks = true,
                 None if part == "after_newest_first" => q.after_newest_first = true,
                 None if part == "empty_texts" => q.empty_texts = true,
@@ -113,7 +123,8 @@ impl Quirks {
                 _ => {
                     return Err(format!(
                         "{part:?}: use page_cap=N, rename=FAMILIES, null=FAMILIES, unpadded_ciks, after_newest_first, \
-                         empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at or redated"
+                         empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at, redated \
+                         or unserved=FAMILIES@COMPANY"
                     ));
                 }
             }
@@ -169,6 +180,17 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
         .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default();
     let family = family(&path);
+    if let (Some((families, company)), Some(f)) = (&q.unserved, family)
+        && families.iter().any(|n| n == f)
+        && let Some(id) = path
+            .strip_prefix("/api/v1/companies/")
+            .and_then(|rest| rest.split('/').next())
+        && let Some((_, id)) = url::form_urlencoded::parse(format!("id={id}").as_bytes()).next()
+        && let (Some(asked), Some(unserved)) = (state.world.resolve(&id), state.world.resolve(company))
+        && asked.cik == unserved.cik
+    {
+        return ApiError::new(StatusCode::NOT_FOUND, format!("{f} is not served for {}", asked.cik)).into_response();
+    }
     let asked = |query: &[(String, String)], name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let mut rewrite_query = false;
     if let Some(cap) = q.page_cap
@@ -341,6 +363,16 @@ mod tests {
         assert!(Quirks::parse("rename=wires").unwrap_err().contains("wire"));
         assert!(Quirks::parse("page_cap=0").unwrap_err().contains("at least 1"));
         assert!(Quirks::parse("loud").unwrap_err().contains("page_cap"));
+        let q = Quirks::parse("unserved=events+regulation@JP:7203").unwrap();
+        assert_eq!(
+            q.unserved,
+            Some((vec!["events".into(), "regulation".into()], "JP:7203".into()))
+        );
+        assert!(
+            Quirks::parse("unserved=events")
+                .unwrap_err()
+                .contains("FAMILIES@COMPANY")
+        );
     }
 
     #[test]

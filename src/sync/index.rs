@@ -10,7 +10,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::windows::PENDING_LOOKBACK_DAYS;
-use super::{Member, Progress, SyncError, Syncer, found, send_fetched};
+use super::{Member, Progress, SyncError, Syncer, found_for, send_fetched};
 use crate::feeds::{CompanyIndex, Entry};
 use crate::pipeline::Pipeline;
 use crate::records::Rows;
@@ -93,7 +93,12 @@ impl Syncer {
             Some(n) => format!("{path}?limit={n}"),
             None => path.clone(),
         };
-        let Some(mut page) = found(self.fetch_index(feed, &route, run_id, &member.key).await, progress)? else {
+        let Some(mut page) = found_for(
+            self.fetch_index(feed, &route, run_id, &member.key).await,
+            progress,
+            &member.key,
+        )?
+        else {
             return Ok(None);
         };
         // Without the last entry seen, the page may have stopped short of it
@@ -103,7 +108,12 @@ impl Syncer {
             && !page.entries.iter().any(|e| e.id == cursor.accession)
         {
             tracing::info!(message = "Index page did not reach the last entry seen; reading the whole index.", company = %member.key);
-            let Some(whole) = found(self.fetch_index(feed, &path, run_id, &member.key).await, progress)? else {
+            let Some(whole) = found_for(
+                self.fetch_index(feed, &path, run_id, &member.key).await,
+                progress,
+                &member.key,
+            )?
+            else {
                 return Ok(None);
             };
             page = whole;

@@ -15,6 +15,7 @@ mod stream;
 mod tape;
 mod texts;
 mod universe;
+mod unserved;
 mod windows;
 
 use chrono::NaiveDate;
@@ -33,6 +34,8 @@ use self::commit::{FetchedTx, goes_on, send_fetched, unless_cancelled};
 pub use self::report::{PipelineOutcome, PipelineSummary, QuotaLeft, RunStatus, RunSummary, Shortfall, SyncReport};
 pub use self::stream::StreamReport;
 pub use self::tape::{STREAM_PARTITION, TapeBackfill};
+pub use self::unserved::NOT_SERVED;
+use self::unserved::{NotServed, found_for};
 pub use self::windows::{BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, PENDING_LOOKBACK_DAYS};
 
 /// What a run that stopped with work left says: its next run goes on.
@@ -132,6 +135,11 @@ struct Progress {
     unreadable: Vec<crate::records::Quarantined>,
     /// Where the service counted more than the warehouse got.
     shortfalls: Vec<Shortfall>,
+    /// Companies the route answered 404 for this run: remembered, and not
+    /// by themselves a reason to end `partial`.
+    not_served: Vec<NotServed>,
+    /// Companies not asked this run: the route answered 404 within a day.
+    not_served_resting: Vec<String>,
 }
 
 impl Progress {
@@ -142,6 +150,8 @@ impl Progress {
         self.backfill_paused |= other.backfill_paused;
         self.unreadable.extend(other.unreadable);
         self.shortfalls.extend(other.shortfalls);
+        self.not_served.extend(other.not_served);
+        self.not_served_resting.extend(other.not_served_resting);
     }
 }
 
@@ -249,6 +259,41 @@ impl Syncer {
                 }),
             )
         }
+    }
+
+    /// `pipelines` (all that are enabled, so that shares are whole) with
+    /// their `auto` schedules derived from the quota and what the run log
+    /// measured ([`crate::plan::derive_schedules`]); `timer_minutes` for
+    /// `sync --once` under a timer.
+    ///
+    /// # Errors
+    /// When the bookkeeping tables cannot be read.
+    pub async fn schedules(
+        &self,
+        pipelines: &[Pipeline],
+        timer_minutes: Option<u32>,
+    ) -> Result<Vec<Pipeline>, SyncError> {
+        if !pipelines.iter().any(|p| p.auto) {
+            return Ok(pipelines.to_vec());
+        }
+        let config = self.config.clone();
+        self.read_bookkeeping(pipelines, move |_, reader, pipelines, now| {
+            crate::plan::derive_schedules(&config, pipelines, Some(reader), timer_minutes, now)
+        })
+        .await
+    }
+
+    /// Whether the daemon connects the live stream of `pipelines`, and why
+    /// ([`crate::plan::stream_of`]).
+    ///
+    /// # Errors
+    /// When the bookkeeping tables cannot be read.
+    pub async fn stream_plan(&self, pipelines: &[Pipeline]) -> Result<Option<crate::plan::StreamForecast>, SyncError> {
+        let config = self.config.clone();
+        self.read_bookkeeping(pipelines, move |_, reader, pipelines, now| {
+            crate::plan::stream_of(&config, pipelines, Some(reader), None, now)
+        })
+        .await
     }
 
     /// Whether each of `pipelines` is due now, and why: what `sync --once`
@@ -410,6 +455,17 @@ impl Syncer {
             quarantined: progress.quarantined,
             shortfall,
             unreadable: unreadable_count as u64,
+            not_served: progress
+                .not_served
+                .iter()
+                .map(|n| format!("{}: 404 {} (asked again in a day)", n.route, n.message))
+                .chain(
+                    progress
+                        .not_served_resting
+                        .iter()
+                        .map(|c| format!("{c}: not asked, the route answered 404 within a day")),
+                )
+                .collect(),
             error,
         };
         crate::metrics::pipeline_run(&pipeline.name, &outcome.status.to_string(), self.clock.now());
@@ -521,9 +577,35 @@ impl Syncer {
             *universe = Some(self.resolve_universe(run_id, None, progress).await?);
         }
         let checkpoints = self.checkpoints_of(pipeline).await?;
-        let members = planner::stalest_first(universe.clone().unwrap_or_default(), |m| {
-            checkpoints.get(&m.key).map(|c| c.updated_at)
-        });
+        // A company the route answered 404 for is asked again only a day later.
+        let now = self.clock.now();
+        let (members, resting) = unserved::resting(universe.clone().unwrap_or_default(), &checkpoints, now);
+        for m in &resting {
+            tracing::info!(message = "The route answered 404 for this company within a day; not asked again yet.", pipeline = %pipeline.name, company = %m.key);
+        }
+        progress.not_served_resting = resting.into_iter().map(|m| m.key).collect();
+        let members = planner::stalest_first(members, |m| checkpoints.get(&m.key).map(|c| c.updated_at));
+        let result = self
+            .run_member_engine(pipeline, run_id, members, checkpoints, progress)
+            .await;
+        // Each 404 remembered, whatever ended the run.
+        let remembered = unserved::remembered(pipeline, progress, now);
+        if !remembered.is_empty() {
+            self.commit_pages(run_id, Vec::new(), remembered, progress, false)
+                .await?;
+        }
+        result
+    }
+
+    /// The engine of a pipeline that goes company by company, over `members`.
+    async fn run_member_engine(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        members: Vec<Member>,
+        checkpoints: std::collections::HashMap<String, crate::sink::StoredCheckpoint>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
         match &pipeline.feed.fetch {
             Fetch::CompanyCursor(tape) => self.run_company_tapes(pipeline, tape, run_id, members, progress).await,
             Fetch::CompanyIndex(index) => self.run_company_index(pipeline, index, run_id, members, progress).await,
@@ -614,7 +696,7 @@ impl Syncer {
                     };
                     Ok((Rows::new(run_id, &pipeline.route, self.clock.now()), vec![checkpoint]))
                 } else {
-                    match found(fetched, &mut noted) {
+                    match found_for(fetched, &mut noted, &key) {
                         Ok(Some((rows, newest))) => {
                             let checkpoint = Checkpoint {
                                 pipeline: pipeline.name.clone(),

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{Duration, NaiveDate};
 use futures::{FutureExt, StreamExt};
 
-use super::{FetchedTx, Member, Progress, Shortfall, SyncError, Syncer, found, goes_on, send_fetched};
+use super::{FetchedTx, Member, Progress, Shortfall, SyncError, Syncer, found, found_for, goes_on, send_fetched};
 use crate::feeds::{Document, DocumentParts, Part};
 use crate::pipeline::Pipeline;
 use crate::records::Rows;
@@ -111,7 +111,7 @@ impl Syncer {
                 Ok((rows, documents))
             })
             .await;
-        let Some((rows, documents)) = found(fetched, progress)? else {
+        let Some((rows, documents)) = found_for(fetched, progress, &member.key)? else {
             return Ok(Listed::Unknown);
         };
         let newest = documents.first().map(|d| d.id.clone());

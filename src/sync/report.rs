@@ -42,6 +42,9 @@ pub struct PipelineOutcome {
     pub shortfall: u64,
     /// Answers that could not be read, quarantined whole.
     pub unreadable: u64,
+    /// Companies the route does not serve (404), this run's and those
+    /// remembered from a day before: reported, not a reason to end `partial`.
+    pub not_served: Vec<String>,
     pub error: Option<String>,
 }
 
@@ -98,6 +101,9 @@ impl SyncReport {
             "pipeline", "status", "requests", "rows written"
         )?;
         for o in &self.outcomes {
+            let not_served =
+                (!o.not_served.is_empty()).then(|| format!("not served (404): {}", o.not_served.join("; ")));
+            let note: Vec<&str> = o.error.as_deref().into_iter().chain(not_served.as_deref()).collect();
             writeln!(
                 out,
                 "  {:<14} {:<16} {:>8} {:>12}  {}",
@@ -105,7 +111,7 @@ impl SyncReport {
                 o.status.to_string(),
                 o.requests,
                 o.rows_written,
-                o.error.as_deref().unwrap_or("")
+                note.join("; ")
             )?;
         }
         for name in &self.deferred {
@@ -186,6 +192,8 @@ pub struct PipelineSummary {
     pub shortfall: u64,
     /// Answers that could not be read, kept in `_sync_quarantine`.
     pub unreadable: u64,
+    /// Companies the pipeline's route does not serve (404), asked again a day later.
+    pub not_served: Vec<String>,
     pub error: Option<String>,
     /// Checkpoints stored, and the newest one.
     pub checkpoints: u64,
@@ -235,6 +243,7 @@ impl RunSummary {
                 quarantined: runs.iter().map(|o| o.quarantined).sum(),
                 shortfall: runs.last().map_or(0, |o| o.shortfall),
                 unreadable: runs.iter().map(|o| o.unreadable).sum(),
+                not_served: runs.last().map(|o| o.not_served.clone()).unwrap_or_default(),
                 error: runs.last().and_then(|o| o.error.clone()),
                 checkpoints: standing.checkpoints,
                 checkpoint: standing.checkpoint,

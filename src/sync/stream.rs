@@ -104,6 +104,7 @@ impl Syncer {
             quarantined: progress.quarantined,
             shortfall: 0,
             unreadable: 0,
+            not_served: Vec::new(),
             error: result.as_ref().err().map(ToString::to_string),
         };
         self.record_run(&run_id, &outcome, started_at).await?;

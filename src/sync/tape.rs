@@ -455,7 +455,15 @@ impl Syncer {
             }
             Err(UpstreamError::NotFound { route, message }) => {
                 tape.unknown.store(true, Ordering::Relaxed);
-                progress.problems.push(format!("{route}: 404 {message}"));
+                match &tape.company_key {
+                    // A company the route does not serve: remembered, not a failure.
+                    Some(company) => progress.not_served.push(super::NotServed {
+                        company: company.clone(),
+                        route,
+                        message,
+                    }),
+                    None => progress.problems.push(format!("{route}: 404 {message}")),
+                }
                 Ok(None)
             }
             // One company's answer that could not be read: quarantined, that

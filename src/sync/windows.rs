@@ -22,6 +22,12 @@ use crate::upstream::Access;
 /// How far back a stored record still pending (a gated headline) pulls the
 /// next window: the service fills it in within hours.
 pub const PENDING_LOOKBACK_DAYS: i64 = 7;
+/// The checkpoint of when the window was last read again from the oldest
+/// pending record (its cursor, an RFC 3339 time).
+pub const PENDING_PARTITION: &str = "pending";
+/// Hours between those re-reads: a gated headline costs at most four
+/// re-reads of its days a day, not one at every run.
+const PENDING_RECHECK_HOURS: i64 = 6;
 /// The checkpoint of the backfill: the oldest day from which every later day
 /// is stored and, after `;`, how many older records the service still
 /// counted then (`2026-10-01;3400`); or [`BACKFILL_COMPLETE`].
@@ -72,10 +78,17 @@ impl Syncer {
             // pending instead, so its record is read again.
             let lookback = today - Duration::days(PENDING_LOOKBACK_DAYS);
             let (stored, pending) = (feed.stored, feed.pending);
-            let pending = self
-                .sink
-                .call(move |s| s.earliest_pending(stored, pending, lookback))
-                .await??;
+            let now = self.clock.now();
+            let rechecked = checkpoints
+                .get(PENDING_PARTITION)
+                .and_then(|c| c.cursor.parse::<chrono::DateTime<chrono::Utc>>().ok());
+            let pending = if rechecked.is_none_or(|at| now - at >= Duration::hours(PENDING_RECHECK_HOURS)) {
+                self.sink
+                    .call(move |s| s.earliest_pending(stored, pending, lookback))
+                    .await??
+            } else {
+                None
+            };
             let (from, start) = match (pending, position.last) {
                 // Everything dated before the last record read was read:
                 // from its day, or the pending one if older.
@@ -98,6 +111,15 @@ impl Syncer {
                 progress,
             )
             .await?;
+            if pending.is_some() {
+                let checkpoint = Checkpoint {
+                    pipeline: pipeline.name.clone(),
+                    partition: PENDING_PARTITION.into(),
+                    cursor: now.to_rfc3339(),
+                };
+                self.commit_pages(run_id, Vec::new(), vec![checkpoint], progress, false)
+                    .await?;
+            }
         }
         // A first run backfills from today; a warehouse from before the
         // backfill checkpoint existed, from the day it had read through.

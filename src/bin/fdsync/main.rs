@@ -201,7 +201,8 @@ enum Command {
         #[arg(long, value_parser = ["free", "build"])]
         plan: Option<String>,
         /// Forecast `sync --once` fired by a timer every N minutes (the
-        /// CronJob, the systemd timer) instead of the daemon.
+        /// CronJob, the systemd timer) instead of the daemon; default
+        /// pipelines.timer_minutes, if set.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         timer_minutes: Option<u32>,
     },

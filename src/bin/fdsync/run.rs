@@ -21,8 +21,17 @@ pub async fn sync_once(
 ) -> Result<()> {
     config.api_key().map_err(SyncError::from)?;
     let forced = all || !named.is_empty();
-    let loaded = load_pipelines(&config, named)?;
+    let chosen = load_pipelines(&config, named)?;
     let syncer = connect(config, "fdsync sync --once").await?;
+    // `auto` schedules share the quota between every enabled pipeline.
+    let enabled = load_pipelines(&syncer.config, Vec::new())?;
+    let timer = syncer.config.pipelines.timer_minutes;
+    let loaded: Vec<_> = syncer
+        .schedules(&enabled, timer)
+        .await?
+        .into_iter()
+        .filter(|p| chosen.iter().any(|c| c.name == p.name))
+        .collect();
     // Only what is due, unless forced: a timer that fires often then costs
     // what the schedules say.
     let (pipelines, skipped) = if forced {
@@ -121,7 +130,11 @@ pub async fn daemon(
     let daemon = fdsync::daemon::Daemon {
         syncer: Arc::new(syncer),
         pipelines,
-        stream: config.daemon.stream && !no_stream,
+        stream: if no_stream {
+            fdsync::config::StreamMode::Off
+        } else {
+            config.daemon.stream
+        },
         metrics_addr,
         stale_after: (config.daemon.stale_after_secs > 0)
             .then(|| std::time::Duration::from_secs(config.daemon.stale_after_secs)),
@@ -205,12 +218,38 @@ pub async fn reset(
 
 pub fn status(config: &Config, json: bool) -> Result<()> {
     let pipelines = load_pipelines(config, Vec::new())?;
-    let status = fdsync::status::read(&config.warehouse.duckdb, &pipelines, chrono::Utc::now())?;
+    let now = chrono::Utc::now();
+    let pipelines = derived_schedules(config, &pipelines, config.pipelines.timer_minutes, now)?;
+    let status = fdsync::status::read(&config.warehouse.duckdb, &pipelines, now)?;
     if json {
         return print_json(&status);
     }
     fdsync::status::write_text(&mut std::io::stdout(), &status)?;
     Ok(())
+}
+
+/// `pipelines` with their `auto` schedules derived from what the warehouse
+/// holds, read beside a writer that may hold it.
+fn derived_schedules(
+    config: &Config,
+    pipelines: &[fdsync::pipeline::Pipeline],
+    timer_minutes: Option<u32>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<fdsync::pipeline::Pipeline>> {
+    let path = &config.warehouse.duckdb;
+    let reader = if path.exists() && pipelines.iter().any(|p| p.auto) {
+        let writer = fdsync::sink::lock::WriterLock::holder_of(path);
+        Some(fdsync::sink::duckdb::reader::BookkeepingReader::open(path, writer.as_ref()).map_err(SyncError::from)?)
+    } else {
+        None
+    };
+    Ok(fdsync::plan::derive_schedules(
+        config,
+        pipelines,
+        reader.as_ref(),
+        timer_minutes,
+        now,
+    )?)
 }
 
 pub fn plan(config: &Config, json: bool, plan: Option<&str>, timer_minutes: Option<u32>) -> Result<()> {
@@ -229,7 +268,7 @@ pub fn plan(config: &Config, json: bool, plan: Option<&str>, timer_minutes: Opti
         &pipelines,
         reader.as_ref(),
         limit,
-        timer_minutes,
+        timer_minutes.or(config.pipelines.timer_minutes),
         chrono::Utc::now(),
     )?;
     if json {

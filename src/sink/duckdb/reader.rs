@@ -214,6 +214,37 @@ impl BookkeepingReader {
         rows.collect::<Result<_, _>>().map_err(err())
     }
 
+    /// Per pipeline, the companies its route answered 404 for and when,
+    /// where no checkpoint of the company's own moved since: what `fdsync
+    /// status` reports as not served.
+    ///
+    /// # Errors
+    /// When `_sync_checkpoints` cannot be read.
+    pub fn not_served(&self) -> Result<HashMap<String, Vec<(String, String)>>, SinkError> {
+        let err = || sql_err("_sync_checkpoints", "reading the companies not served");
+        let prefix = crate::sync::NOT_SERVED;
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT c.pipeline, substr(c.\"partition\", {start}), c.cursor FROM _sync_checkpoints c
+                 WHERE starts_with(c.\"partition\", '{prefix}')
+                   AND NOT EXISTS (SELECT 1 FROM _sync_checkpoints o WHERE o.pipeline = c.pipeline
+                       AND o.\"partition\" = substr(c.\"partition\", {start}) AND o.updated_at > c.updated_at)
+                 ORDER BY 1, 2",
+                start = prefix.len() + 1
+            ))
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?))))
+            .map_err(err())?;
+        let mut out: HashMap<String, Vec<(String, String)>> = HashMap::new();
+        for row in rows {
+            let (pipeline, company) = row.map_err(err())?;
+            out.entry(pipeline).or_default().push(company);
+        }
+        Ok(out)
+    }
+
     /// Every checkpoint of `pipeline`: (partition, cursor).
     ///
     /// # Errors

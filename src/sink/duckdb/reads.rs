@@ -307,10 +307,13 @@ pub(super) fn run_times(conn: &duckdb::Connection) -> Result<HashMap<String, cra
         .prepare(
             "WITH runs AS (SELECT pipeline, max(started_at) AS started, max(started_at) FILTER (WHERE status = 'ok') AS ok, \
              max(_commit_seq) AS seq FROM _sync_runs GROUP BY pipeline), \
+             since AS (SELECT r.pipeline, count(*) AS n FROM _sync_runs r JOIN runs USING (pipeline) \
+             WHERE r.started_at > coalesce(runs.ok, '-infinity'::TIMESTAMPTZ) GROUP BY r.pipeline), \
              resets AS (SELECT pipeline, max(reset_at) AS reset, max(_commit_seq) AS seq FROM _sync_resets GROUP BY pipeline) \
              SELECT coalesce(runs.pipeline, resets.pipeline), started, ok, \
-             CASE WHEN resets.seq > coalesce(runs.seq, -1) THEN reset END \
-             FROM runs FULL OUTER JOIN resets ON runs.pipeline = resets.pipeline",
+             CASE WHEN resets.seq > coalesce(runs.seq, -1) THEN reset END, coalesce(since.n, 0) \
+             FROM runs FULL OUTER JOIN resets ON runs.pipeline = resets.pipeline \
+             LEFT JOIN since ON since.pipeline = runs.pipeline",
         )
         .map_err(sql_err(context.0, context.1))?;
     let rows = stmt
@@ -321,6 +324,7 @@ pub(super) fn run_times(conn: &duckdb::Connection) -> Result<HashMap<String, cra
                     started: r.get(1)?,
                     ok_started: r.get(2)?,
                     reset: r.get(3)?,
+                    since_ok: u32::try_from(r.get::<_, i64>(4)?).unwrap_or(u32::MAX),
                 },
             ))
         })
