@@ -7,7 +7,7 @@
 //! that this doubles its system time, so from a load of [`BULK_LOAD_ROWS`]
 //! rows the writer hands purging to a background thread, which returns pages
 //! unused for [`BACKGROUND_DECAY_MS`], until [`BULK_LINGER`] of small loads
-//! hands it back (BENCHMARKS.md, "Sixteenth session").
+//! hands it back.
 
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};

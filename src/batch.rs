@@ -32,7 +32,7 @@ impl ColumnBuilder {
     /// reserves 1,024 values a column: a run that polled two thousand
     /// companies and found a few rows each held 7 MiB of that reserve in
     /// the responses waiting for their commit, which the bound on rows in
-    /// flight, counting values, did not see (BENCHMARKS.md, "Tenth session").
+    /// flight, counting values, did not see.
     fn new(ty: ColType) -> ColumnBuilder {
         match ty {
             ColType::Text | ColType::Json => ColumnBuilder::Text(StringBuilder::with_capacity(0, 0)),

@@ -133,8 +133,7 @@ pub struct WarehouseConfig {
     /// default (64) the process peaks at 120-135 MiB backfilling 2,000
     /// companies and a million news items, and at 32, the least, at 106-110
     /// MiB. Below 32 DuckDB ran out of memory updating news items and events
-    /// another route had stored (BENCHMARKS.md, "Thirteenth session" and
-    /// "Where each benchmark stands").
+    /// another route had stored.
     #[serde(default = "default_memory_limit_mb")]
     pub memory_limit_mb: u64,
     /// DuckDB's worker threads for the writer. Its statements are small
@@ -164,7 +163,7 @@ fn default_release_ms() -> u64 {
 /// The least `[warehouse] memory_limit_mb`: below it DuckDB ran out of
 /// memory updating news items and events that other routes had stored,
 /// whose scan and rewrite of every column need about 20 MiB beside what a
-/// held transaction keeps (BENCHMARKS.md, "Thirteenth session").
+/// held transaction keeps.
 pub const MIN_MEMORY_LIMIT_MB: u64 = 32;
 
 /// `[warehouse] memory_limit_mb` when unset: what deploy/ sizes its limits for.
