@@ -7,14 +7,13 @@ use std::path::{Path, PathBuf};
 
 use arrow::record_batch::RecordBatch;
 
-use crate::clock::Clock;
-use crate::config::{ApiKey, Config};
-use crate::emulator::{self, EmulatorConfig};
-use crate::feeds::Fetch;
-use crate::pipeline;
-use crate::sink::{SinkError, SinkHandle};
-use crate::sync::{SyncError, Syncer};
-use crate::upstream::Client;
+use fdsync_core::clock::Clock;
+use fdsync_core::config::Config;
+use fdsync_core::feeds::Fetch;
+use fdsync_core::pipeline;
+use fdsync_core::sink::SinkError;
+use fdsync_core::sync::{SyncError, Syncer};
+use fdsync_emulator::{self as emulator, EmulatorConfig};
 
 /// Example queries the demo runs and prints, as a data engineer would start.
 /// Timestamps are shown as text: the Arrow printer knows only offset time zones.
@@ -86,7 +85,7 @@ pub async fn local_syncer(
     clock: Clock,
 ) -> Result<(Syncer, Vec<pipeline::Pipeline>), SyncError> {
     let pipelines = pipeline::load_dir(&config.pipelines.dir, config.pipelines.enabled.as_deref())?;
-    let syncer = syncer_at(
+    let syncer = Syncer::at(
         &emulator.base_url(),
         emulator::DEMO_BUILD_KEY,
         config,
@@ -96,34 +95,6 @@ pub async fn local_syncer(
     )
     .await?;
     Ok((syncer, pipelines))
-}
-
-/// A syncer for the service at `base_url` with `key`, writing to `warehouse`
-/// (held as `holder`); the rest of `config` as given.
-///
-/// # Errors
-/// A malformed key, or a warehouse that cannot be opened.
-pub async fn syncer_at(
-    base_url: &str,
-    key: &str,
-    mut config: Config,
-    warehouse: &Path,
-    clock: Clock,
-    holder: &str,
-) -> Result<Syncer, SyncError> {
-    config.upstream.base_url = base_url.to_owned();
-    config.upstream.api_key_file = None;
-    config.warehouse.duckdb = warehouse.to_owned();
-    let key = ApiKey::parse(key, "the emulator's key")?;
-    let client = Client::new(&config.upstream, Some(key), clock.clone())
-        .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
-    let sink = SinkHandle::open_configured(&config.warehouse, holder).await?;
-    Ok(Syncer {
-        config,
-        client,
-        sink,
-        clock,
-    })
 }
 
 /// Runs the demo, printing to `out`.
@@ -252,7 +223,12 @@ fn trim_horizons(pipelines: &mut [pipeline::Pipeline]) {
             Fetch::CompanyCursor(_) | Fetch::OffsetWindows(_) => (Some(3), None),
             Fetch::ParentTexts(_) => (None, Some(7)),
             Fetch::DocumentsAndSections(_) => (None, Some(200)),
-            _ => (None, None),
+            Fetch::Single(_)
+            | Fetch::PerCompany(_)
+            | Fetch::Universe(_)
+            | Fetch::PerCountry(_)
+            | Fetch::CompanyIndex(_)
+            | Fetch::Layers(_) => (None, None),
         };
         p.params.backfill_days = backfill.or(p.params.backfill_days);
         p.params.text_days = text.or(p.params.text_days);

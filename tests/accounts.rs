@@ -1,5 +1,5 @@
-use fdsync::emulator::{Account, Credits, HeaderForm, PlanLimits, QuotaPeriod, keys::MAX_ACTIVE_KEYS};
-use fdsync::sync::RunStatus;
+use fdsync_core::sync::RunStatus;
+use fdsync_emulator::{Account, Credits, HeaderForm, PlanLimits, QuotaPeriod, keys::MAX_ACTIVE_KEYS};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -15,7 +15,7 @@ async fn send(req: reqwest::RequestBuilder) -> (StatusCode, reqwest::header::Hea
 async fn keys_are_created_rotated_and_revoked_through_the_admin_interface() {
     let clock = frozen_clock();
     let emu = spawn(emulator_config(&clock, PlanLimits::build())).await;
-    let (admin_addr, _admin) = fdsync::emulator::serve(
+    let (admin_addr, _admin) = fdsync_emulator::serve(
         emu.emulator.admin_router(),
         std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
     )

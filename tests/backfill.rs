@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use fdsync::clock::Clock;
-use fdsync::emulator::{PlanLimits, company_docs, events, news};
-use fdsync::status::BackfillStatus;
+use fdsync_core::clock::Clock;
+use fdsync_core::status::BackfillStatus;
+use fdsync_emulator::{PlanLimits, company_docs, events, news};
 
 use crate::util::{Harness, emulator_config};
 
@@ -26,9 +26,9 @@ async fn pairs(h: &Harness, sql: &str) -> BTreeSet<(String, String)> {
 }
 
 /// Each pipeline's backfill as `fdsync status` reads it.
-fn backfills(h: &Harness, pipelines: &[fdsync::pipeline::Pipeline]) -> Vec<Option<BackfillStatus>> {
+fn backfills(h: &Harness, pipelines: &[fdsync_core::pipeline::Pipeline]) -> Vec<Option<BackfillStatus>> {
     let path = h.syncer.config.warehouse.duckdb.clone();
-    let status = fdsync::status::read(&path, pipelines, h.clock.now()).unwrap();
+    let status = fdsync_core::status::read(&path, pipelines, h.clock.now()).unwrap();
     status.pipelines.into_iter().map(|p| p.backfill).collect()
 }
 
@@ -39,7 +39,7 @@ fn backfills(h: &Harness, pipelines: &[fdsync::pipeline::Pipeline]) -> Vec<Optio
 /// how far it reached and what is left; the runs converge on the whole wire.
 #[tokio::test]
 async fn a_wire_backfill_under_a_small_budget_converges_newest_first_polling_fresh_filings_every_run() {
-    let config = fdsync::emulator::EmulatorConfig {
+    let config = fdsync_emulator::EmulatorConfig {
         filing_spacing_minutes: 2880,
         ..emulator_config(&crate::util::frozen_clock(), PlanLimits::scale(1_000_000, None))
     };
@@ -73,7 +73,7 @@ async fn a_wire_backfill_under_a_small_budget_converges_newest_first_polling_fre
             "run {runs}: no gap newer than the oldest stored"
         );
         let path = h.syncer.config.warehouse.duckdb.clone();
-        let status = fdsync::status::read(&path, &wire, h.clock.now()).unwrap();
+        let status = fdsync_core::status::read(&path, &wire, h.clock.now()).unwrap();
         let backfill = status.pipelines[0].backfill.as_ref().expect("a backfill status");
         if oldest == 0 {
             assert!(backfill.complete, "run {runs}: {backfill:?}");
@@ -212,7 +212,7 @@ async fn a_news_backfill_under_a_small_budget_reaches_the_start_of_the_tape_newe
 #[tokio::test]
 async fn item_texts_and_sections_backfill_newest_first_to_the_whole_history_under_a_small_budget() {
     // A filing every two days since 2004: a company's share is a few dozen.
-    let config = fdsync::emulator::EmulatorConfig {
+    let config = fdsync_emulator::EmulatorConfig {
         filing_spacing_minutes: 2880,
         ..emulator_config(&crate::util::frozen_clock(), PlanLimits::build())
     };

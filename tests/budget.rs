@@ -1,5 +1,5 @@
-use fdsync::emulator::{PlanLimits, QuotaPeriod};
-use fdsync::sync::{RunStatus, SyncError};
+use fdsync_core::sync::{RunStatus, SyncError};
+use fdsync_emulator::{PlanLimits, QuotaPeriod};
 
 use crate::util::{Harness, TEST_KEY, UNIVERSE, emulator_config};
 

@@ -1,6 +1,6 @@
 use std::process::Output;
 
-use fdsync::emulator::PlanLimits;
+use fdsync_emulator::PlanLimits;
 
 use crate::util::{config_text, emulator_with, frozen_clock};
 

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use fdsync::config::Config;
+use fdsync_core::config::Config;
 use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::util::repo;
@@ -142,7 +142,7 @@ fn kubernetes_manifests_are_valid_and_agree_with_each_other() {
     let docs = manifests();
     let cron = one(&docs, "CronJob");
     let schedule = text(&cron["spec"]["schedule"], "schedule");
-    fdsync::pipeline::parse_schedule(schedule).unwrap();
+    fdsync_core::pipeline::parse_schedule(schedule).unwrap();
     assert_eq!(text(&cron["spec"]["concurrencyPolicy"], "concurrencyPolicy"), "Forbid");
     let job = &cron["spec"]["jobTemplate"]["spec"];
     let codes: Vec<i64> = job["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"]
@@ -164,7 +164,7 @@ fn kubernetes_manifests_are_valid_and_agree_with_each_other() {
         .find(|e| e["name"].as_str() == Some("FDSYNC_PIPELINES__TIMER_MINUTES"))
         .and_then(|e| e["value"].as_str())
         .expect("the CronJob names its period");
-    let cron_schedule = fdsync::pipeline::parse_schedule(schedule).unwrap();
+    let cron_schedule = fdsync_core::pipeline::parse_schedule(schedule).unwrap();
     let first = cron_schedule.next_after(&chrono::Utc::now()).unwrap();
     let period = cron_schedule.next_after(&first).unwrap() - first;
     assert_eq!(

@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use fdsync::emulator::{PlanLimits, QuotaPeriod};
-use fdsync::pipeline::Pipeline;
-use fdsync::sync::RunStatus;
+use fdsync_core::pipeline::Pipeline;
+use fdsync_core::sync::RunStatus;
+use fdsync_emulator::{PlanLimits, QuotaPeriod};
 
 use crate::util::{Harness, UNIVERSE, emulator_config, frozen_clock};
 
@@ -25,10 +25,10 @@ async fn due_now(h: &Harness, pipelines: &[Pipeline]) -> Vec<Pipeline> {
 /// first): a `sync --once` of what is due, every pipeline ending `ok`.
 async fn timer_tick(
     h: &Harness,
-    sim: &fdsync::clock::SimClock,
+    sim: &fdsync_core::clock::SimClock,
     pipelines: &[Pipeline],
     tick: u32,
-) -> fdsync::sync::SyncReport {
+) -> fdsync_core::sync::SyncReport {
     if tick > 0 {
         sim.advance(Duration::from_secs(15 * 60));
     }
@@ -184,7 +184,7 @@ async fn the_plan_forecast_matches_what_a_week_of_the_daemon_spends() {
             "events" | "company_news" => "0 */6 * * *",
             _ => continue,
         };
-        p.schedule = fdsync::pipeline::parse_schedule(schedule).unwrap();
+        p.schedule = fdsync_core::pipeline::parse_schedule(schedule).unwrap();
         p.schedule_text = schedule.into();
         p.auto = false;
         if p.name == "news" {
@@ -193,10 +193,10 @@ async fn the_plan_forecast_matches_what_a_week_of_the_daemon_spends() {
     }
     h.syncer.sink.close().await;
     let syncer = std::sync::Arc::new(crate::util::syncer(h.syncer.config.clone(), &h.clock).await);
-    let daemon = fdsync::daemon::Daemon {
+    let daemon = fdsync_core::daemon::Daemon {
         syncer: syncer.clone(),
         pipelines: pipelines.clone(),
-        stream: fdsync::config::StreamMode::Off,
+        stream: fdsync_core::config::StreamMode::Off,
         metrics_addr: None,
         stale_after: None,
         lake: None,
@@ -208,8 +208,8 @@ async fn the_plan_forecast_matches_what_a_week_of_the_daemon_spends() {
     let forecast = syncer
         .sink
         .call(move |s| {
-            let reader = fdsync::sink::duckdb::reader::BookkeepingReader::on(s.reading_connection().unwrap());
-            fdsync::plan::forecast(&config, &forecast_pipelines, Some(&reader), None, None, now).unwrap()
+            let reader = fdsync_core::sink::duckdb::reader::BookkeepingReader::on(s.reading_connection().unwrap());
+            fdsync_core::plan::forecast(&config, &forecast_pipelines, Some(&reader), None, None, now).unwrap()
         })
         .await
         .unwrap();
@@ -283,7 +283,7 @@ async fn the_plan_forecast_matches_what_a_week_of_the_daemon_spends() {
 /// forward polls: ten more runs send no `before=`.
 #[tokio::test]
 async fn a_complete_news_backfill_costs_no_request_ten_runs_poll_forward_only() {
-    let clock = fdsync::clock::Clock::simulated("2025-06-02T12:00:00Z".parse().unwrap(), 0.0);
+    let clock = fdsync_core::clock::Clock::simulated("2025-06-02T12:00:00Z".parse().unwrap(), 0.0);
     let h = Harness::with_emulator(emulator_config(&clock, PlanLimits::build()), &["MSFT"]).await;
     let mut news = h.only(&["news"]);
     news[0].params.backfill_days = None;
@@ -331,8 +331,8 @@ fn scheduled_runs(p: &Pipeline, ticks: &[chrono::DateTime<chrono::Utc>]) -> u64 
 /// each pipeline runs as often as its schedule fired, no more.
 #[tokio::test]
 async fn a_route_that_does_not_serve_a_company_is_remembered_and_costs_no_firing_more() {
-    let config = fdsync::emulator::EmulatorConfig {
-        quirks: fdsync::emulator::Quirks::parse("unserved=events+regulation@JP:7203").unwrap(),
+    let config = fdsync_emulator::EmulatorConfig {
+        quirks: fdsync_emulator::Quirks::parse("unserved=events+regulation@JP:7203").unwrap(),
         ..emulator_config(&frozen_clock(), PlanLimits::build())
     };
     let h = Harness::with_emulator(config, &["AAPL", "MSFT", "TW:2330", "JP:7203", "O"]).await;
@@ -354,7 +354,7 @@ async fn a_route_that_does_not_serve_a_company_is_remembered_and_costs_no_firing
         if tick == 0 {
             let status = h.syncer.status(&pipelines).await.unwrap();
             let mut text = Vec::new();
-            fdsync::status::write_text(&mut text, &status).unwrap();
+            fdsync_core::status::write_text(&mut text, &status).unwrap();
             let text = String::from_utf8(text).unwrap();
             assert_eq!(
                 text.matches("not served: JP:7203 (404 at").count(),

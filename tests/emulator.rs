@@ -1,6 +1,6 @@
 use std::collections::HashMap;
 
-use fdsync::emulator::PlanLimits;
+use fdsync_emulator::PlanLimits;
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -569,21 +569,21 @@ async fn news_search_and_top() {
 #[tokio::test]
 async fn the_stream_sends_items_frames_and_pings_then_closes() {
     let clock = frozen_clock();
-    let config = fdsync::emulator::EmulatorConfig {
+    let config = fdsync_emulator::EmulatorConfig {
         clock: clock.clone(),
-        accounts: vec![fdsync::emulator::Account::new(
+        accounts: vec![fdsync_emulator::Account::new(
             "t",
             PlanLimits::build(),
             vec![TEST_KEY.into()],
         )],
-        stream: fdsync::emulator::StreamTiming {
+        stream: fdsync_emulator::StreamTiming {
             ping: std::time::Duration::from_millis(100),
             close_after: std::time::Duration::from_millis(1500),
             poll: std::time::Duration::from_millis(20),
         },
         ..Default::default()
     };
-    let emu = fdsync::emulator::spawn(config, "127.0.0.1:0".parse().unwrap())
+    let emu = fdsync_emulator::spawn(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
     let key = [("X-API-KEY", TEST_KEY)];
@@ -643,7 +643,7 @@ async fn the_stream_sends_items_frames_and_pings_then_closes() {
 #[tokio::test]
 async fn every_route_answers_with_its_statuses_and_headers() {
     let mut config = crate::util::emulator_config(&frozen_clock(), PlanLimits::build());
-    config.header_form = fdsync::emulator::HeaderForm::Both;
+    config.header_form = fdsync_emulator::HeaderForm::Both;
     let emu = crate::util::spawn(config).await;
     let key = [("X-API-KEY", TEST_KEY)];
     let base = emu.base_url();

@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use fdsync::daemon::Daemon;
-use fdsync::emulator::PlanLimits;
-use fdsync::pipeline::Pipeline;
+use fdsync_core::daemon::Daemon;
+use fdsync_core::pipeline::Pipeline;
+use fdsync_emulator::PlanLimits;
 
 use crate::util::{Harness, UNIVERSE};
 
@@ -62,7 +62,7 @@ async fn warm_up(d: &Daemon, days: u32) {
             .pipelines
             .iter()
             .zip(&due)
-            .filter(|(_, due)| matches!(due, fdsync::planner::Due::Backfilling))
+            .filter(|(_, due)| matches!(due, fdsync_core::planner::Due::Backfilling))
             .map(|(p, _)| p.name.as_str())
             .collect();
         println!(
@@ -123,13 +123,13 @@ async fn a_week(h: &Harness, d: &Daemon) -> (Vec<u64>, BTreeMap<String, BTreeSet
 }
 
 /// The forecast of the daemon from what the warehouse holds now.
-async fn forecast(d: &Daemon) -> fdsync::plan::Forecast {
+async fn forecast(d: &Daemon) -> fdsync_core::plan::Forecast {
     let (config, pipelines, now) = (d.syncer.config.clone(), d.pipelines.clone(), d.syncer.clock.now());
     d.syncer
         .sink
         .call(move |s| {
-            let reader = fdsync::sink::duckdb::reader::BookkeepingReader::on(s.reading_connection().unwrap());
-            fdsync::plan::forecast(&config, &pipelines, Some(&reader), None, None, now).unwrap()
+            let reader = fdsync_core::sink::duckdb::reader::BookkeepingReader::on(s.reading_connection().unwrap());
+            fdsync_core::plan::forecast(&config, &pipelines, Some(&reader), None, None, now).unwrap()
         })
         .await
         .unwrap()

@@ -5,8 +5,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use fdsync::emulator::{Hostile, PlanLimits};
-use fdsync::sync::RunStatus;
+use fdsync_core::sync::RunStatus;
+use fdsync_emulator::{Hostile, PlanLimits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::util::{Harness, TEST_KEY, config_text, emulator_config, frozen_clock, spawn};
@@ -59,7 +59,7 @@ async fn sync_binary(base_url: &str, args: &[&str]) -> (Option<i32>, String, tem
     (out.status.code(), text, dir)
 }
 
-async fn hostile_emulator(hostile: Hostile) -> fdsync::emulator::RunningEmulator {
+async fn hostile_emulator(hostile: Hostile) -> fdsync_emulator::RunningEmulator {
     let mut config = emulator_config(&frozen_clock(), PlanLimits::build());
     config.hostile = hostile;
     spawn(config).await
@@ -94,14 +94,14 @@ async fn a_redirect_to_another_origin_is_refused_and_the_key_never_reaches_it() 
 async fn plain_http_to_another_machine_is_refused_unless_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let text = config_text("http://data.example.com", &dir.path().join("wh.duckdb"), &["MSFT"]);
-    let refused = fdsync::config::Config::from_toml(&text, std::path::Path::new("t.toml"), std::iter::empty())
+    let refused = fdsync_core::config::Config::from_toml(&text, std::path::Path::new("t.toml"), std::iter::empty())
         .expect_err("plain http off loopback is refused");
     assert!(refused.to_string().contains("allow_plain_http"), "{refused}");
     let allowed = text.replace("timeout_secs = 10", "timeout_secs = 10\nallow_plain_http = true");
-    fdsync::config::Config::from_toml(&allowed, std::path::Path::new("t.toml"), std::iter::empty())
+    fdsync_core::config::Config::from_toml(&allowed, std::path::Path::new("t.toml"), std::iter::empty())
         .expect("allowed explicitly");
     let https = config_text("https://data.example.com", &dir.path().join("wh.duckdb"), &["MSFT"]);
-    fdsync::config::Config::from_toml(&https, std::path::Path::new("t.toml"), std::iter::empty()).expect("https");
+    fdsync_core::config::Config::from_toml(&https, std::path::Path::new("t.toml"), std::iter::empty()).expect("https");
 }
 
 #[tokio::test]

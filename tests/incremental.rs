@@ -1,4 +1,4 @@
-use fdsync::emulator::PlanLimits;
+use fdsync_emulator::PlanLimits;
 
 use crate::util::{Harness, UNIVERSE};
 
@@ -150,7 +150,7 @@ async fn an_unknown_company_is_named_and_the_others_resolve() {
     result.unwrap();
     let companies = &first.outcomes[0];
     assert_eq!(companies.pipeline, "companies");
-    assert_eq!(companies.status, fdsync::sync::RunStatus::Partial);
+    assert_eq!(companies.status, fdsync_core::sync::RunStatus::Partial);
     let error = companies.error.as_deref().unwrap_or_default();
     assert!(error.contains("\"NOPE\" is unknown to the service"), "{error}");
     assert_eq!(companies.requests, 5, "each distinct identifier asked once");

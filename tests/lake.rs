@@ -8,10 +8,10 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use fdsync::emulator::PlanLimits;
-use fdsync::feeds::catalogue;
-use fdsync::lake::Lake;
-use fdsync::sink::SinkHandle;
+use fdsync_core::feeds::catalogue;
+use fdsync_core::lake::Lake;
+use fdsync_core::sink::SinkHandle;
+use fdsync_emulator::PlanLimits;
 
 use crate::util::{Harness, TEST_KEY, repo};
 
@@ -200,7 +200,7 @@ async fn export_truth(sink: &SinkHandle, dir: &Path) {
             let cols: Vec<String> = table
                 .all_columns()
                 .map(|c| match c.ty {
-                    fdsync::tables::ColType::Json => format!("CAST(\"{0}\" AS VARCHAR) AS \"{0}\"", c.name),
+                    fdsync_core::tables::ColType::Json => format!("CAST(\"{0}\" AS VARCHAR) AS \"{0}\"", c.name),
                     _ => format!("\"{}\"", c.name),
                 })
                 .chain(std::iter::once("_commit_seq".to_owned()))
@@ -308,8 +308,9 @@ async fn spark_and_duckdb_read_exactly_the_warehouse_rows_from_the_lake_on_s3() 
     let (_, result) = h.syncer.run_once(&pipelines).await;
     result.unwrap();
     let first = lake.publish(&h.syncer.sink).await.unwrap();
-    let published =
-        |report: &fdsync::lake::PublishReport, table: &str| report.tables.iter().find(|t| t.table == table).cloned();
+    let published = |report: &fdsync_core::lake::PublishReport, table: &str| {
+        report.tables.iter().find(|t| t.table == table).cloned()
+    };
     let news = published(&first, "news_items").expect("news published");
     assert!(
         news.rows > 0 && news.files_added > 0 && news.files_removed == 0,
@@ -638,7 +639,7 @@ async fn plain_parquet_readers_see_the_warehouse_during_and_after_publishes() {
     lake.publish(&h.syncer.sink).await.unwrap();
     export(0).await;
 
-    let current = fdsync::lake::snapshot::current(&lake_dir, "prices_daily");
+    let current = fdsync_core::lake::snapshot::current(&lake_dir, "prices_daily");
     let stop = work.path().join("stop");
     let reader = std::process::Command::new("python3")
         .args(["-c", PLAIN_READER])

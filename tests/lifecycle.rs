@@ -11,7 +11,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use crate::lake::S3Server;
 use crate::reliability::{Immutable, Subject, content, lake_rows, read_only, text, unlimited_emulator};
 use crate::util::{TEST_KEY, emulator_with, frozen_clock};
-use fdsync::emulator::PlanLimits;
+use fdsync_emulator::PlanLimits;
 
 fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(out)))
@@ -144,7 +144,7 @@ async fn check_passes_on_a_working_setup_and_names_each_failure_with_what_to_do(
 
     // A warehouse another process writes: reported with who, not a failure.
     {
-        let _held = fdsync::sink::lock::WriterLock::acquire(&warehouse, "fdsync daemon (test)").unwrap();
+        let _held = fdsync_core::sink::lock::WriterLock::acquire(&warehouse, "fdsync daemon (test)").unwrap();
         let out = subject.run(&["check", "--json"]).await;
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
         let c = check(&json(&out), "warehouse").clone();
@@ -220,7 +220,7 @@ async fn reset_re_backfills_a_company_and_a_pipeline_to_the_ground_truth_and_the
 
     // Refused while a writer holds the warehouse.
     {
-        let _held = fdsync::sink::lock::WriterLock::acquire(&warehouse, "fdsync daemon (test)").unwrap();
+        let _held = fdsync_core::sink::lock::WriterLock::acquire(&warehouse, "fdsync daemon (test)").unwrap();
         let out = subject
             .run(&["reset", "prices", "--company", "MSFT", "--drop-rows"])
             .await;
@@ -346,18 +346,18 @@ async fn the_daemon_writes_one_json_summary_line_per_run() {
 fn the_schema_doc_is_current() {
     crate::util::assert_doc_current(
         "docs/schema.md",
-        &fdsync::schema::markdown(),
+        &fdsync_core::schema::markdown(),
         "lifecycle::the_schema_doc_is_current",
     );
-    for table in fdsync::feeds::catalogue() {
+    for table in fdsync_core::feeds::catalogue() {
         assert!(
-            !fdsync::schema::table_doc(table).starts_with("The `"),
+            !fdsync_core::schema::table_doc(table).starts_with("The `"),
             "{} has no description",
             table.name
         );
         for column in table.all_columns() {
             assert!(
-                !fdsync::schema::column_doc(table, column.name).ends_with("not described yet."),
+                !fdsync_core::schema::column_doc(table, column.name).ends_with("not described yet."),
                 "{}.{} has no description",
                 table.name,
                 column.name
@@ -368,7 +368,7 @@ fn the_schema_doc_is_current() {
 
 /// Every pipeline synced with the system clock (dbt measures freshness
 /// against it), for the reader tests below.
-async fn synced_everything(emulator: &fdsync::emulator::RunningEmulator, storage: Option<&str>) -> Subject {
+async fn synced_everything(emulator: &fdsync_emulator::RunningEmulator, storage: Option<&str>) -> Subject {
     let subject = Subject::new(&emulator.base_url(), false);
     if let Some(version) = storage {
         let text = std::fs::read_to_string(&subject.config).unwrap();

@@ -1,9 +1,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
-use fdsync::emulator::PlanLimits;
-use fdsync::emulator::macro_series;
-use fdsync::sync::RunStatus;
+use fdsync_core::sync::RunStatus;
+use fdsync_emulator::PlanLimits;
+use fdsync_emulator::macro_series;
 
 use crate::util::{Harness, start_time};
 

@@ -26,6 +26,8 @@ mod hostile;
 mod incremental;
 /// The lake on S3: Delta commits, merges, kill -9, Spark and DuckDB read-back.
 mod lake;
+/// The workspace's shape: route families complete, generated docs, the binary's commands.
+mod layout;
 /// The operator's day: check, run summaries, reset.
 mod lifecycle;
 /// Macro series: every vintage ever served, point in time.

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use fdsync::clock::Clock;
-use fdsync::emulator::{Faults, PlanLimits, StreamTiming, news};
-use fdsync::sink::SinkHandle;
+use fdsync_core::clock::Clock;
+use fdsync_core::sink::SinkHandle;
+use fdsync_emulator::{Faults, PlanLimits, StreamTiming, news};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
@@ -402,10 +402,10 @@ async fn a_dead_writer_stops_the_daemon_with_an_error() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let daemon = fdsync::daemon::Daemon {
+    let daemon = fdsync_core::daemon::Daemon {
         syncer: std::sync::Arc::new(syncer),
         pipelines: h.only(&["indices"]),
-        stream: fdsync::config::StreamMode::Off,
+        stream: fdsync_core::config::StreamMode::Off,
         metrics_addr: Some(port),
         stale_after: None,
         lake: None,

@@ -1,6 +1,6 @@
 use chrono::{DateTime, Utc};
-use fdsync::emulator::{Faults, PlanLimits, QuotaPeriod};
-use fdsync::sync::{RunStatus, SyncError};
+use fdsync_core::sync::{RunStatus, SyncError};
+use fdsync_emulator::{Faults, PlanLimits, QuotaPeriod};
 
 use crate::util::{Harness, TEST_KEY, UNIVERSE, start_time};
 

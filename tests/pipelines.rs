@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use fdsync::emulator::{PlanLimits, company_docs, events, geo, news};
-use fdsync::sync::RunStatus;
+use fdsync_core::sync::RunStatus;
+use fdsync_emulator::{PlanLimits, company_docs, events, geo, news};
 
 use crate::util::{Harness, headline_versions, run_ok, run_ok_after};
 
@@ -17,14 +17,13 @@ fn text(v: &serde_json::Value, field: &str) -> String {
 /// Every pipeline's first run at the least `memory_limit_mb` the
 /// configuration allows: each loads, and no key is stored twice. With
 /// `MERGE INTO` `company_news` ran out of memory here every time, updating
-/// news items the news pipeline had stored (BENCHMARKS.md, "Thirteenth
-/// session").
+/// news items the news pipeline had stored.
 #[tokio::test]
 async fn every_pipeline_loads_at_the_least_memory_limit() {
     let mut h = Harness::new(PlanLimits::scale(1_000_000_000, None), crate::util::UNIVERSE).await;
     h.syncer.sink.close().await;
-    h.syncer.config.warehouse.memory_limit_mb = fdsync::config::MIN_MEMORY_LIMIT_MB;
-    h.syncer.sink = fdsync::sink::SinkHandle::open_configured(&h.syncer.config.warehouse, "test")
+    h.syncer.config.warehouse.memory_limit_mb = fdsync_core::config::MIN_MEMORY_LIMIT_MB;
+    h.syncer.sink = fdsync_core::sink::SinkHandle::open_configured(&h.syncer.config.warehouse, "test")
         .await
         .unwrap();
     let (report, result) = h.syncer.run_once(&h.all_pipelines).await;
@@ -453,7 +452,7 @@ async fn company_documents_and_geo_match_the_emulator_over_a_year() {
 async fn a_bad_record_is_quarantined_and_the_run_goes_on_partial() {
     let h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
     let pipelines = h.only(&["news_topics", "indices"]);
-    h.emulator.emulator.set_faults(fdsync::emulator::Faults {
+    h.emulator.emulator.set_faults(fdsync_emulator::Faults {
         bad_record: 1.0,
         ..Default::default()
     });
@@ -644,7 +643,7 @@ async fn a_renamed_company_lands_with_when_it_changed() {
 #[tokio::test]
 async fn the_wire_is_read_whole_in_near_the_fewest_pages_whatever_its_density() {
     for (spacing, horizons) in [(2880, vec![None]), (5, vec![Some(4), Some(9)])] {
-        let config = fdsync::emulator::EmulatorConfig {
+        let config = fdsync_emulator::EmulatorConfig {
             filing_spacing_minutes: spacing,
             ..crate::util::emulator_config(&crate::util::frozen_clock(), PlanLimits::scale(1_000_000, None))
         };

@@ -6,11 +6,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use fdsync::clock::Clock;
-use fdsync::emulator::{EmulatorConfig, PlanLimits, Quirks, events, news};
-use fdsync::feeds::catalogue;
-use fdsync::pipeline::Pipeline;
-use fdsync::sync::RunStatus;
+use fdsync_core::clock::Clock;
+use fdsync_core::feeds::catalogue;
+use fdsync_core::pipeline::Pipeline;
+use fdsync_core::sync::RunStatus;
+use fdsync_emulator::{EmulatorConfig, PlanLimits, Quirks, events, news};
 
 use crate::util::{
     Harness, TEST_KEY, UNIVERSE, emulator_config, frozen_clock, headline_versions, run_ok, run_ok_after,
@@ -492,7 +492,7 @@ async fn a_row_whose_partition_changes_leaves_no_old_copy_in_the_lake() {
     let h = Harness::new(PlanLimits::build(), &["MSFT", "AAPL"]).await;
     let work = tempfile::tempdir().unwrap();
     let lake_dir = work.path().join("lake");
-    let lake = fdsync::lake::Lake::open(&lake_dir.display().to_string(), work.path().join("scratch")).unwrap();
+    let lake = fdsync_core::lake::Lake::open(&lake_dir.display().to_string(), work.path().join("scratch")).unwrap();
     let pipelines = h.only(&["companies", "events"]);
     run_ok(&h, &pipelines).await;
     lake.publish(&h.syncer.sink).await.unwrap();
@@ -504,12 +504,12 @@ async fn a_row_whose_partition_changes_leaves_no_old_copy_in_the_lake() {
     let moved = h.int(&format!("SELECT count(*) FROM events WHERE {restated}")).await;
     lake.publish(&h.syncer.sink).await.unwrap();
 
-    let table = &fdsync::feeds::events::EVENTS;
-    let delta = fdsync::lake::delta::open_existing(lake.root(), table)
+    let table = &fdsync_core::feeds::events::EVENTS;
+    let delta = fdsync_core::lake::delta::open_existing(lake.root(), table)
         .await
         .unwrap()
         .unwrap();
-    let files: Vec<String> = fdsync::lake::delta::live_files(&delta, table)
+    let files: Vec<String> = fdsync_core::lake::delta::live_files(&delta, table)
         .unwrap()
         .into_iter()
         .map(|f| format!("'{}'", lake_dir.join("events").join(&f.path).display()))
@@ -576,7 +576,7 @@ async fn a_withheld_page_is_a_shortfall_and_the_next_run_fetches_the_rest() {
             "SELECT \"cursor\" FROM _sync_checkpoints WHERE pipeline = 'events_wire' AND \"partition\" = 'backfill'"
         )
         .await,
-        vec![fdsync::sync::BACKFILL_COMPLETE.to_owned()]
+        vec![fdsync_core::sync::BACKFILL_COMPLETE.to_owned()]
     );
     println!(
         "quirks: a withheld wire page: partial, {} short: {}",
@@ -585,18 +585,18 @@ async fn a_withheld_page_is_a_shortfall_and_the_next_run_fetches_the_rest() {
     );
     let status = h.syncer.status(&pipelines).await.unwrap();
     let mut text = Vec::new();
-    fdsync::status::write_text(&mut text, &status).unwrap();
+    fdsync_core::status::write_text(&mut text, &status).unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(
         text.contains(&format!("incomplete: {} record(s)", wire.shortfall)),
         "{text}"
     );
     let now = h.clock.now();
-    let summary = fdsync::sync::RunSummary::new(
+    let summary = fdsync_core::sync::RunSummary::new(
         &report,
         &result,
         status,
-        fdsync::sync::QuotaLeft::default(),
+        fdsync_core::sync::QuotaLeft::default(),
         (now, now),
         &[],
     );
@@ -609,7 +609,7 @@ async fn a_withheld_page_is_a_shortfall_and_the_next_run_fetches_the_rest() {
     );
     assert_eq!(json["status"], "partial");
     assert!(
-        fdsync::metrics::render().contains("fdsync_pipeline_shortfall{pipeline=\"events_wire\"}"),
+        fdsync_core::metrics::render().contains("fdsync_pipeline_shortfall{pipeline=\"events_wire\"}"),
         "the gauge"
     );
 

@@ -9,10 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
-use fdsync::clock::Clock;
-use fdsync::config::Config;
-use fdsync::emulator::{Account, EmulatorConfig, Faults, PlanLimits, RunningEmulator};
-use fdsync::feeds::catalogue;
+use fdsync_core::clock::Clock;
+use fdsync_core::config::Config;
+use fdsync_core::feeds::catalogue;
+use fdsync_emulator::{Account, EmulatorConfig, Faults, PlanLimits, RunningEmulator};
 use rand::{Rng, SeedableRng};
 
 use crate::util::{TEST_KEY, UNIVERSE, config_text, frozen_clock, spawn, start_time};
@@ -260,14 +260,14 @@ fn percent_decoded(s: &str) -> String {
 
 /// Rows in the local lake's live files, per table, read by DuckDB.
 pub(crate) async fn lake_rows(lake: &Path) -> BTreeMap<String, i64> {
-    let root = fdsync::lake::store::LakeRoot::open(&lake.display().to_string()).unwrap();
+    let root = fdsync_core::lake::store::LakeRoot::open(&lake.display().to_string()).unwrap();
     let conn = duckdb::Connection::open_in_memory().unwrap();
     let mut rows = BTreeMap::new();
     for table in catalogue().filter(|t| t.lineage) {
-        let Some(delta) = fdsync::lake::delta::open_existing(&root, table).await.unwrap() else {
+        let Some(delta) = fdsync_core::lake::delta::open_existing(&root, table).await.unwrap() else {
             continue;
         };
-        let live: Vec<String> = fdsync::lake::delta::live_files(&delta, table)
+        let live: Vec<String> = fdsync_core::lake::delta::live_files(&delta, table)
             .unwrap()
             .into_iter()
             .map(|f| format!("'{}'", lake.join(table.name).join(&f.path).display()))
@@ -445,7 +445,7 @@ async fn sigterm_mid_backfill_commits_what_was_received_and_the_next_run_finishe
 /// An in-process syncer configured by `text` whose clock is its own (frozen,
 /// moved only by its waits): backoff and Retry-After waits take no real time
 /// and leave the emulator's data where it was.
-async fn own_clock_syncer(text: &str) -> fdsync::sync::Syncer {
+async fn own_clock_syncer(text: &str) -> fdsync_core::sync::Syncer {
     let config = Config::from_toml(text, Path::new("test.toml"), std::iter::empty()).unwrap();
     crate::util::syncer(config, &Clock::simulated(start_time(), 0.0)).await
 }
@@ -827,7 +827,7 @@ async fn the_key_appears_nowhere() {
             scanned += 1;
         }
     }
-    let key = fdsync::config::ApiKey::parse(TEST_KEY, "test").unwrap();
+    let key = fdsync_core::config::ApiKey::parse(TEST_KEY, "test").unwrap();
     let syncer = own_clock_syncer(&config_text(
         &emulator.base_url(),
         &subject.dir.path().join("debug.duckdb"),
@@ -855,11 +855,11 @@ mod garbage {
     use std::path::Path;
 
     use chrono::{DateTime, Utc};
-    use fdsync::feeds::events::read_item_text;
-    use fdsync::feeds::news::{self, NewsPage};
-    use fdsync::feeds::prices::{self, PricesPage};
-    use fdsync::records::Rows;
-    use fdsync::upstream::ratelimit::{QuotaWindow, RateWindow, retry_after};
+    use fdsync_core::feeds::events::read_item_text;
+    use fdsync_core::feeds::news::{self, NewsPage};
+    use fdsync_core::feeds::prices::{self, PricesPage};
+    use fdsync_core::records::Rows;
+    use fdsync_core::upstream::ratelimit::{QuotaWindow, RateWindow, retry_after};
     use futures::StreamExt;
     use proptest::prelude::*;
     use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -996,8 +996,8 @@ mod garbage {
             // What consumes them: the pacer, on a clock that moves only when
             // it waits. A request after any answer goes within a window and
             // its margin; the answer itself never panics.
-            let clock = fdsync::clock::Clock::simulated(now, 0.0);
-            let pacer = fdsync::upstream::ratelimit::Pacer::new(clock.clone(), None);
+            let clock = fdsync_core::clock::Clock::simulated(now, 0.0);
+            let pacer = fdsync_core::upstream::ratelimit::Pacer::new(clock.clone(), None);
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let waited = runtime.block_on(async {
                 pacer.acquire().await;
@@ -1039,7 +1039,7 @@ mod garbage {
         /// Any text as the config file: a config or an error naming the file.
         #[test]
         fn any_config_text_is_a_config_or_a_clear_error(text in "[ -~\\n]{0,200}") {
-            if let Err(e) = fdsync::config::Config::from_toml(&text, Path::new("bad.toml"), std::iter::empty()) {
+            if let Err(e) = fdsync_core::config::Config::from_toml(&text, Path::new("bad.toml"), std::iter::empty()) {
                 prop_assert!(e.to_string().contains("bad.toml"), "{}", e);
             }
         }
@@ -1065,7 +1065,7 @@ mod garbage {
                 (dir, text)
             });
             let text = BASE.1.replace(&format!("[{section}]\n"), &format!("[{section}]\n{key} = {value}\n"));
-            if let Err(e) = fdsync::config::Config::from_toml(&text, Path::new("bad.toml"), std::iter::empty()) {
+            if let Err(e) = fdsync_core::config::Config::from_toml(&text, Path::new("bad.toml"), std::iter::empty()) {
                 let said = e.to_string();
                 prop_assert!(said.contains(key) || said.contains("bad.toml"), "{}", said);
             }
@@ -1107,7 +1107,7 @@ async fn a_commit_failing_while_the_fetching_waits_ends_the_run() {
         "[warehouse]\n",
         &format!(
             "[warehouse]\nmemory_limit_mb = {}\n",
-            fdsync::config::MIN_MEMORY_LIMIT_MB
+            fdsync_core::config::MIN_MEMORY_LIMIT_MB
         ),
     );
     let pipelines: Vec<_> = crate::util::test_pipelines()

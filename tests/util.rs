@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use fdsync::clock::Clock;
-use fdsync::config::{ApiKey, Config};
-use fdsync::emulator::{self, Account, EmulatorConfig, PlanLimits, RunningEmulator, news, world::World};
-use fdsync::pipeline::{self, Pipeline};
-use fdsync::sink::SinkHandle;
-use fdsync::sync::{RunStatus, Syncer};
-use fdsync::upstream::Client;
+use fdsync_core::clock::Clock;
+use fdsync_core::config::{ApiKey, Config};
+use fdsync_core::pipeline::{self, Pipeline};
+use fdsync_core::sink::SinkHandle;
+use fdsync_core::sync::{RunStatus, Syncer};
+use fdsync_core::upstream::Client;
+use fdsync_emulator::{self as emulator, Account, EmulatorConfig, PlanLimits, RunningEmulator, news, world::World};
 
 pub const TEST_KEY: &str = "pk_live_test_account_key_0001";
 

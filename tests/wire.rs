@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use fdsync::emulator::{EmulatorConfig, PlanLimits, WireShapes};
-use fdsync::feeds::catalogue;
-use fdsync::sync::RunStatus;
+use fdsync_core::feeds::catalogue;
+use fdsync_core::sync::RunStatus;
+use fdsync_emulator::{EmulatorConfig, PlanLimits, WireShapes};
 
 use crate::util::{Harness, UNIVERSE, emulator_config, frozen_clock};
 
@@ -36,7 +36,7 @@ async fn full_sync(shapes: WireShapes) -> Harness {
 }
 
 /// Each data table's rows as text, lineage (`raw` included) left out.
-pub(crate) async fn rows_of(h: &Harness, table: &fdsync::tables::TableDef) -> BTreeSet<String> {
+pub(crate) async fn rows_of(h: &Harness, table: &fdsync_core::tables::TableDef) -> BTreeSet<String> {
     let columns: Vec<String> = table
         .columns
         .iter()

@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|input: &[u8]| {
     let text = String::from_utf8_lossy(input);
     let path = std::path::Path::new("fuzz.toml");
-    if let Err(e) = fdsync::config::Config::from_toml(&text, path, std::iter::empty()) {
+    if let Err(e) = fdsync_core::config::Config::from_toml(&text, path, std::iter::empty()) {
         assert!(e.to_string().contains("fuzz.toml"), "{e}");
     }
 });

@@ -3,8 +3,8 @@
 //! than 31 days; and fed to the pacer, no wait past a window and its margin.
 #![no_main]
 
-use fdsync::clock::Clock;
-use fdsync::upstream::ratelimit::{Pacer, QuotaWindow, RateWindow, retry_after};
+use fdsync_core::clock::Clock;
+use fdsync_core::upstream::ratelimit::{Pacer, QuotaWindow, RateWindow, retry_after};
 use libfuzzer_sys::fuzz_target;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 

@@ -1,12 +1,12 @@
 //! Any bytes as every response fdsync reads: a parse error, or each record
 //! mapped or quarantined, and the rows always valid batches. Never a panic.
 //! Every reader of every feed of the registry is fuzzed
-//! ([`fdsync::feeds::read_as_every_response`]), so a new feed is covered
+//! ([`fdsync_core::feeds::read_as_every_response`]), so a new feed is covered
 //! without a line here.
 #![no_main]
 
-use fdsync::feeds::{self, Tape};
-use fdsync::records::Rows;
+use fdsync_core::feeds::{self, Tape};
+use fdsync_core::records::Rows;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|body: &[u8]| {

@@ -4,8 +4,8 @@
 #![no_main]
 
 use eventsource_stream::Eventsource;
-use fdsync::feeds::news::{self, NewsPage};
-use fdsync::records::Rows;
+use fdsync_core::feeds::news::{self, NewsPage};
+use fdsync_core::records::Rows;
 use futures::StreamExt;
 use libfuzzer_sys::fuzz_target;
 

@@ -1,0 +1,93 @@
+//! The checkpoints' vocabulary: the partitions the engines keep beside a
+//! pipeline's own, and the cursors they write, so that status and the
+//! planner read what the engines wrote without asking the engines.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+/// The checkpoint partition of a tape that its live stream moves.
+pub const STREAM_PARTITION: &str = "stream";
+
+/// The checkpoint of when the window was last read again from the oldest
+/// pending record (its cursor, an RFC 3339 time).
+pub const PENDING_PARTITION: &str = "pending";
+
+/// The checkpoint of the backfill: the oldest day from which every later day
+/// is stored and, after `;`, how many older records the service still
+/// counted then (`2026-10-01;3400`); or [`BACKFILL_COMPLETE`].
+pub const BACKFILL_PARTITION: &str = "backfill";
+/// The backfill's cursor once the service has nothing older.
+pub const BACKFILL_COMPLETE: &str = "complete";
+
+/// The prefix of a partition that remembers a company the route answered
+/// 404 for (`404:<company>`, its cursor the time of that answer).
+pub const NOT_SERVED: &str = "404:";
+
+/// The prefix of the cursor of a company without a monthly revenue mandate
+/// (`no_mandate:<day>`): the day the service said so (404), so it is asked
+/// again only after the pipeline's `recheck_days`.
+pub const NO_MANDATE: &str = "no_mandate:";
+
+/// Where one tape stands, saved as the checkpoint's cursor (JSON).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct TapeCursor {
+    /// The last `latestId`: the next `after`.
+    pub(crate) after: Option<String>,
+    /// The last `serverTime`: the next `changedSince`.
+    pub(crate) changed_since: Option<String>,
+    /// The next `before` of the backfill: kept when a horizon stops it, so
+    /// a horizon raised or removed later goes on from there.
+    pub(crate) before: Option<String>,
+    /// The oldest `firstSeenAt` the backfill read: every item since is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reached: Option<DateTime<Utc>>,
+    /// The backfill reached the start of the tape.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) complete: bool,
+}
+
+/// How far one tape's backfill reached, read from its checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TapeBackfill {
+    pub reached: Option<DateTime<Utc>>,
+    pub complete: bool,
+}
+
+impl TapeBackfill {
+    /// `None` for a cursor that does not parse.
+    pub fn parse(cursor: &str) -> Option<TapeBackfill> {
+        let c: TapeCursor = serde_json::from_str(cursor).ok()?;
+        Some(TapeBackfill {
+            reached: c.reached,
+            complete: c.complete,
+        })
+    }
+}
+
+/// Where a backfill stands: the oldest day reached, and how many older
+/// records the service counted when it got there.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backfill {
+    pub reached: NaiveDate,
+    pub left: Option<u64>,
+}
+
+impl Backfill {
+    /// `None` for a complete backfill or a cursor that does not parse.
+    pub fn parse(cursor: &str) -> Option<Backfill> {
+        let (day, left) = cursor.split_once(';').unwrap_or((cursor, ""));
+        Some(Backfill {
+            reached: day.parse().ok()?,
+            left: left.parse().ok(),
+        })
+    }
+}
+
+impl std::fmt::Display for Backfill {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self.left {
+            Some(left) => write!(f, "{};{left}", self.reached),
+            None => write!(f, "{}", self.reached),
+        }
+    }
+}

@@ -1,0 +1,686 @@
+//! The operator's configuration: `config/fdsync.toml` plus `FDSYNC_<SECTION>__<KEY>`
+//! environment overrides, validated into plain values before anything runs.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Everything that can be wrong with the configuration. Each message names the
+/// file, key or variable at fault and what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source} (pass --config PATH or create it from config/fdsync.toml)")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path} is not valid: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("environment variable {var}: {message}")]
+    Env { var: String, message: String },
+    #[error("API key missing: set the environment variable {var} (or upstream.api_key_file) to your pk_live_ key")]
+    KeyMissing { var: String },
+    #[error(
+        "API key from {source_name} is malformed: keys start with pk_live_ (check for a stray prefix, quote or newline)"
+    )]
+    KeyMalformed { source_name: String },
+    #[error("cannot read API key file {path}: {source}")]
+    KeyFile { path: PathBuf, source: std::io::Error },
+    #[error("pipeline file {path}: {message}")]
+    Pipeline { path: PathBuf, message: String },
+}
+
+/// `[upstream]`: where the service is and how to authenticate.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Base address of the service, without the `/api/v1` prefix.
+    pub base_url: String,
+    /// Name of the environment variable holding the API key.
+    #[serde(default = "default_key_env")]
+    pub api_key_env: String,
+    /// A file holding the API key (a mounted Kubernetes secret); wins over the variable.
+    pub api_key_file: Option<PathBuf>,
+    /// Plan hint used for pacing until the service's headers say otherwise.
+    pub plan: Option<Plan>,
+    /// Seconds before one request attempt is abandoned.
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+    /// Attempts per request on retriable failures (5xx, resets, timeouts, 429 rate_limited).
+    #[serde(default = "default_attempts")]
+    pub max_attempts: usize,
+    /// Requests in flight at once (per-company fan-out); all share one rate budget.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// Keep sending once the plan's quota is spent, paid from prepaid credits.
+    /// Off by default: past the quota fdsync stops (exit 75) rather than spend money.
+    #[serde(default)]
+    pub use_credits: bool,
+    /// The most one response may hold once decoded, in MiB; a larger one
+    /// fails its request (the run goes on). The largest real page is about 1 MiB.
+    #[serde(default = "default_max_body_mb")]
+    pub max_body_mb: u64,
+    /// The most one live-stream frame may hold, in MiB; a larger one drops
+    /// the connection, which resumes from the last commit.
+    #[serde(default = "default_max_frame_mb")]
+    pub max_frame_mb: u64,
+    /// Allows a plain `http://` base URL to a host other than this machine:
+    /// the key would cross the network readable by anyone on the path.
+    #[serde(default)]
+    pub allow_plain_http: bool,
+}
+
+fn default_max_body_mb() -> u64 {
+    64
+}
+fn default_max_frame_mb() -> u64 {
+    16
+}
+
+fn default_key_env() -> String {
+    "FDSYNC_API_KEY".into()
+}
+fn default_timeout() -> u64 {
+    30
+}
+fn default_attempts() -> usize {
+    6
+}
+fn default_concurrency() -> usize {
+    4
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Plan {
+    Free,
+    Build,
+    Scale,
+}
+
+impl Plan {
+    /// Published per-minute limit, where the plan has a fixed one.
+    pub fn per_minute(self) -> Option<u32> {
+        match self {
+            Plan::Free => Some(30),
+            Plan::Build => Some(300),
+            Plan::Scale => None,
+        }
+    }
+}
+
+/// `[warehouse]`: where rows land.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WarehouseConfig {
+    /// The embedded DuckDB database file.
+    pub duckdb: PathBuf,
+    /// Optional lake: every table also published as a Delta Lake table of
+    /// Parquet files under this local path or `file://`, `s3://`, `gs://` or
+    /// `az://` URL (credentials from the environment). See docs/lake.md.
+    pub parquet_dir: Option<String>,
+    /// Also keep, for readers of plain Parquet folders (BI tools without a
+    /// Delta reader), `_current/<table>` in the lake: a link switched
+    /// atomically after each publish to a folder of exactly the table's live
+    /// files. Needs a lake on a local or mounted file system (docs/lake.md).
+    #[serde(default)]
+    pub parquet_snapshots: bool,
+    /// Milliseconds without a write after which the writer closes the database
+    /// file, so that readers can open it (DuckDB lets one process write or
+    /// many read). 0 keeps it open for as long as fdsync runs.
+    #[serde(default = "default_release_ms")]
+    pub release_when_idle_ms: u64,
+    /// DuckDB's memory limit for the writer, in MiB: beyond it DuckDB spills
+    /// to a temp folder beside the database instead of growing. Below 32 DuckDB
+    /// ran out of memory updating news items and events another route had
+    /// stored; docs/operations.md says what the process peaks at.
+    #[serde(default = "default_memory_limit_mb")]
+    pub memory_limit_mb: u64,
+    /// DuckDB's worker threads for the writer. Its statements are small
+    /// merges, for which one thread is faster than several.
+    #[serde(default = "default_duckdb_threads")]
+    pub duckdb_threads: u64,
+    /// The DuckDB storage format a new warehouse file is written in: "v1.2.0"
+    /// (the default) opens in every DuckDB from 1.2, the oldest whose format
+    /// has what the warehouse uses, as BI tools, drivers and dbt-duckdb
+    /// bundle; "latest" is the bundled DuckDB's own, which only DuckDB 2.0
+    /// reads. Fixed when the file is created (docs/warehouse.md, "Readers").
+    #[serde(default = "default_storage_version")]
+    pub storage_version: String,
+}
+
+/// `[warehouse] storage_version` when unset.
+pub const DEFAULT_STORAGE_VERSION: &str = "v1.2.0";
+
+fn default_storage_version() -> String {
+    DEFAULT_STORAGE_VERSION.into()
+}
+
+fn default_release_ms() -> u64 {
+    1000
+}
+
+/// The least `[warehouse] memory_limit_mb`: below it DuckDB ran out of
+/// memory updating news items and events that other routes had stored,
+/// whose scan and rewrite of every column need about 20 MiB beside what a
+/// held transaction keeps.
+pub const MIN_MEMORY_LIMIT_MB: u64 = 32;
+
+/// `[warehouse] memory_limit_mb` when unset: what deploy/ sizes its limits for.
+pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 64;
+
+/// `[warehouse] duckdb_threads` when unset: the writer is one thread.
+pub const DEFAULT_DUCKDB_THREADS: u64 = 1;
+
+fn default_memory_limit_mb() -> u64 {
+    DEFAULT_MEMORY_LIMIT_MB
+}
+
+fn default_duckdb_threads() -> u64 {
+    DEFAULT_DUCKDB_THREADS
+}
+
+/// `[daemon]`: what `fdsync daemon` runs beside the schedules.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// Where `/metrics` (Prometheus) and `/healthz` are served; "off" serves neither.
+    #[serde(default = "default_metrics_addr")]
+    pub metrics_addr: String,
+    /// Keep the live news stream connected (pipelines with `params.stream_route`):
+    /// `true`, `false`, or `"auto"`, which connects it only when the plan's
+    /// quota carries its connections beside the schedules (else they poll).
+    #[serde(default)]
+    pub stream: StreamMode,
+    /// `/healthz` reports unhealthy when nothing was committed for this many
+    /// seconds (since the start, before the first commit); 0 never does.
+    /// Set it above the longest gap between the schedules' firings.
+    #[serde(default = "default_stale_after")]
+    pub stale_after_secs: u64,
+}
+
+fn default_stale_after() -> u64 {
+    86_400
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            metrics_addr: default_metrics_addr(),
+            stream: StreamMode::Auto,
+            stale_after_secs: default_stale_after(),
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// The metrics address, `None` when turned off.
+    ///
+    /// # Errors
+    /// When it is neither "off" nor a socket address, with what to write instead.
+    pub fn metrics_socket(&self) -> Result<Option<std::net::SocketAddr>, String> {
+        match self.metrics_addr.trim() {
+            "" | "off" => Ok(None),
+            text => text.parse().map(Some).map_err(|_| {
+                format!("daemon.metrics_addr = {text:?}: expected an address like \"127.0.0.1:9464\", or \"off\"")
+            }),
+        }
+    }
+}
+
+fn default_metrics_addr() -> String {
+    "127.0.0.1:9464".into()
+}
+
+/// `daemon.stream`: whether the daemon keeps the live stream connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamMode {
+    /// Connected when the quota carries it (`fdsync plan` says which).
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl<'de> Deserialize<'de> for StreamMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(true) => Ok(StreamMode::On),
+            Raw::Bool(false) => Ok(StreamMode::Off),
+            Raw::Text(t) if t == "auto" => Ok(StreamMode::Auto),
+            Raw::Text(t) => Err(serde::de::Error::custom(format!(
+                "daemon.stream = {t:?}: expected true, false or \"auto\""
+            ))),
+        }
+    }
+}
+
+/// `[universe]`: what to mirror.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UniverseConfig {
+    /// Company identifiers: tickers, CIKs (padded or not) or platform keys like `TW:2330`.
+    #[serde(default)]
+    pub companies: Vec<String>,
+    #[serde(default)]
+    pub countries: Vec<String>,
+    #[serde(default)]
+    pub geo_layers: Vec<String>,
+}
+
+/// `[pipelines]`: which declarative pipeline files to load.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelinesConfig {
+    #[serde(default = "default_pipelines_dir")]
+    pub dir: PathBuf,
+    /// Names to run; default every file in `dir`.
+    pub enabled: Option<Vec<String>>,
+    /// The share of the quota the configuration may plan to spend (0-1):
+    /// `schedule = "auto"` intervals and `daemon.stream = "auto"` keep to it.
+    #[serde(default = "default_quota_share")]
+    pub quota_share: f64,
+    /// Minutes between the `sync --once` runs of a timer or CronJob: `auto`
+    /// intervals are whole multiples of it, and `fdsync plan` forecasts it.
+    pub timer_minutes: Option<u32>,
+}
+
+fn default_quota_share() -> f64 {
+    0.9
+}
+
+impl Default for PipelinesConfig {
+    fn default() -> Self {
+        PipelinesConfig {
+            dir: default_pipelines_dir(),
+            enabled: None,
+            quota_share: default_quota_share(),
+            timer_minutes: None,
+        }
+    }
+}
+
+fn default_pipelines_dir() -> PathBuf {
+    "pipelines".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub upstream: UpstreamConfig,
+    pub warehouse: WarehouseConfig,
+    #[serde(default)]
+    pub universe: UniverseConfig,
+    #[serde(default)]
+    pub pipelines: PipelinesConfig,
+    #[serde(default)]
+    pub news: NewsFilters,
+    #[serde(default)]
+    pub daemon: DaemonConfig,
+}
+
+/// `[news]`: filters every news request carries (feed, company news, stream).
+/// Changing them later applies from the next request on; items already
+/// stored stay, and the backfill is not redone.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewsFilters {
+    #[serde(default)]
+    pub tickers: Vec<String>,
+    #[serde(default)]
+    pub topics: Vec<String>,
+    #[serde(default)]
+    pub sources: Vec<String>,
+    #[serde(default)]
+    pub exclude_sources: Vec<String>,
+    #[serde(default)]
+    pub exclude_forms: Vec<String>,
+    /// Flash headlines only.
+    #[serde(default)]
+    pub flash: bool,
+    /// 0 to 100.
+    pub min_importance: Option<u8>,
+}
+
+impl NewsFilters {
+    /// The filters as query parameters (`&name=value...`), empty when none are set.
+    pub fn query(&self) -> String {
+        let mut q = String::new();
+        for (name, values) in [
+            ("tickers", &self.tickers),
+            ("topics", &self.topics),
+            ("sources", &self.sources),
+            ("excludeSources", &self.exclude_sources),
+            ("excludeForms", &self.exclude_forms),
+        ] {
+            if !values.is_empty() {
+                let joined: Vec<String> = values.iter().map(|v| crate::wire::encode(v.trim())).collect();
+                q.push_str(&format!("&{name}={}", joined.join(",")));
+            }
+        }
+        if self.flash {
+            q.push_str("&flash=1");
+        }
+        if let Some(n) = self.min_importance {
+            q.push_str(&format!("&minImportance={n}"));
+        }
+        q
+    }
+}
+
+const ENV_PREFIX: &str = "FDSYNC_";
+
+impl Config {
+    /// Reads `path` and applies `FDSYNC_<SECTION>__<KEY>` overrides from the process environment.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::from_toml(&text, path, std::env::vars())
+    }
+
+    /// Parses `text` (named `path` in errors) with the given environment overrides.
+    pub fn from_toml(
+        text: &str,
+        path: &Path,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let mut doc: toml::Table = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        for (var, value) in env {
+            let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
+                continue;
+            };
+            let Some((section, key)) = rest.split_once("__") else {
+                continue;
+            };
+            let (section, key) = (section.to_ascii_lowercase(), key.to_ascii_lowercase());
+            let table = doc
+                .entry(section.clone())
+                .or_insert_with(|| toml::Value::Table(Default::default()))
+                .as_table_mut()
+                .ok_or_else(|| ConfigError::Env {
+                    var: var.clone(),
+                    message: format!("[{section}] is not a table in {}", path.display()),
+                })?;
+            table.insert(key, env_value(&value));
+        }
+        let config: Config = toml::Value::Table(doc)
+            .try_into()
+            .map_err(|e: toml::de::Error| invalid(e.to_string()))?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let base = url::Url::parse(&self.upstream.base_url).map_err(|e| {
+            invalid(format!(
+                "upstream.base_url {:?}: {e} (expected e.g. http://127.0.0.1:8080)",
+                self.upstream.base_url
+            ))
+        })?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(invalid(format!(
+                "upstream.base_url must be http or https, got {}",
+                base.scheme()
+            )));
+        }
+        let loopback = match base.host() {
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+            None => false,
+        };
+        if base.scheme() == "http" && !loopback && !self.upstream.allow_plain_http {
+            return Err(invalid(format!(
+                "upstream.base_url {:?} is plain http to another machine: the API key would cross the network unencrypted. Use https, or set upstream.allow_plain_http = true if the link is private",
+                self.upstream.base_url
+            )));
+        }
+        if !(1..=4096).contains(&self.upstream.max_body_mb) || !(1..=4096).contains(&self.upstream.max_frame_mb) {
+            return Err(invalid(format!(
+                "upstream.max_body_mb = {}, upstream.max_frame_mb = {}: use 1 to 4096 (MiB)",
+                self.upstream.max_body_mb, self.upstream.max_frame_mb
+            )));
+        }
+        if base.path().trim_end_matches('/').ends_with("/api/v1") {
+            return Err(invalid(
+                "upstream.base_url must not include /api/v1: fdsync adds it".into(),
+            ));
+        }
+        if let Some(dir) = &self.warehouse.parquet_dir {
+            check_lake_location(dir)
+                .map_err(|message| invalid(format!("warehouse.parquet_dir = {dir:?}: {message}")))?;
+        }
+        if self.warehouse.parquet_snapshots {
+            match self.warehouse.parquet_dir.as_deref().map(url::Url::parse) {
+                None => {
+                    return Err(invalid(
+                        "warehouse.parquet_snapshots needs warehouse.parquet_dir: the snapshots are kept in the lake"
+                            .into(),
+                    ));
+                }
+                Some(Ok(url)) if url.scheme().len() > 1 && url.scheme() != "file" => {
+                    return Err(invalid(format!(
+                        "warehouse.parquet_snapshots needs a lake on a local or mounted file system, not {}://: \
+                         object stores have no atomic switch; their readers should use the Delta log (docs/lake.md)",
+                        url.scheme()
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        self.daemon.metrics_socket().map_err(invalid)?;
+        if self.warehouse.memory_limit_mb < MIN_MEMORY_LIMIT_MB {
+            return Err(invalid(format!(
+                "warehouse.memory_limit_mb = {}: use {MIN_MEMORY_LIMIT_MB} or more; below it DuckDB runs out of \
+                 memory updating stored news items and events (the default is {DEFAULT_MEMORY_LIMIT_MB})",
+                self.warehouse.memory_limit_mb
+            )));
+        }
+        if !(self.pipelines.quota_share > 0.0 && self.pipelines.quota_share <= 1.0) {
+            return Err(invalid(format!(
+                "pipelines.quota_share = {}: use a share above 0 and at most 1 (0.9 plans 90% of the quota)",
+                self.pipelines.quota_share
+            )));
+        }
+        if self.pipelines.timer_minutes.is_some_and(|m| !(1..=1440).contains(&m)) {
+            return Err(invalid(
+                "pipelines.timer_minutes: use 1 to 1440, the minutes between `sync --once` runs".into(),
+            ));
+        }
+        if self.upstream.max_attempts == 0 {
+            return Err(invalid("upstream.max_attempts must be at least 1".into()));
+        }
+        if !(1..=64).contains(&self.upstream.concurrency) {
+            return Err(invalid(format!(
+                "upstream.concurrency = {}: use 1 to 64 (requests in flight share one rate budget anyway)",
+                self.upstream.concurrency
+            )));
+        }
+        if let Some(n) = self.news.min_importance
+            && n > 100
+        {
+            return Err(invalid(format!("news.min_importance = {n}: use 0 to 100")));
+        }
+        for id in &self.universe.companies {
+            if id.trim().is_empty() || id.contains('/') {
+                return Err(invalid(format!("universe.companies has an invalid identifier {id:?}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the API key from `api_key_file` or the variable `api_key_env`.
+    pub fn api_key(&self) -> Result<ApiKey, ConfigError> {
+        if let Some(file) = &self.upstream.api_key_file {
+            let text = std::fs::read_to_string(file).map_err(|source| ConfigError::KeyFile {
+                path: file.clone(),
+                source,
+            })?;
+            return ApiKey::parse(text.trim(), &format!("file {}", file.display()));
+        }
+        let var = &self.upstream.api_key_env;
+        match std::env::var(var) {
+            Ok(value) if !value.trim().is_empty() => ApiKey::parse(value.trim(), &format!("variable {var}")),
+            _ => Err(ConfigError::KeyMissing { var: var.clone() }),
+        }
+    }
+}
+
+/// An override value is TOML when it parses as one (`["A","B"]`, `30`, `true`), else a string.
+fn env_value(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_owned()))
+}
+
+/// An upstream API key. It cannot be printed: `Debug` and `Display` redact it, and
+/// the only way to the secret is [`ApiKey::expose`], used when building a request.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+pub const KEY_PREFIX: &str = "pk_live_";
+
+impl ApiKey {
+    pub fn parse(value: &str, source_name: &str) -> Result<ApiKey, ConfigError> {
+        let well_formed = value.starts_with(KEY_PREFIX)
+            && value.len() > KEY_PREFIX.len()
+            && value.bytes().all(|b| b.is_ascii_graphic());
+        if well_formed {
+            Ok(ApiKey(value.to_owned()))
+        } else {
+            Err(ConfigError::KeyMalformed {
+                source_name: source_name.to_owned(),
+            })
+        }
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// A stable, one-way identifier of the key, for the quota ledger: the ledger
+    /// must not mix two accounts' windows, and must not hold the key.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(format!("fdsync-quota-ledger:{}", self.0));
+        hex::encode(&digest[..8])
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(pk_live_…redacted)")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("pk_live_…redacted")
+    }
+}
+
+/// The URL schemes a lake may be at.
+const LAKE_SCHEMES: &[&str] = &["file", "s3", "s3a", "gs", "az", "abfs", "abfss"];
+
+/// Whether `parquet_dir` names a place the lake can be, without connecting.
+///
+/// # Errors
+/// What is wrong with it, for the configuration error.
+pub fn check_lake_location(parquet_dir: &str) -> Result<(), String> {
+    if parquet_dir.trim().is_empty() {
+        return Err("empty; give a folder or a file://, s3://, gs:// or az:// URL".into());
+    }
+    match url::Url::parse(parquet_dir) {
+        Ok(url) if url.scheme().len() > 1 && !LAKE_SCHEMES.contains(&url.scheme()) => Err(format!(
+            "unsupported scheme {}://; use a local path, file://, s3://, gs:// or az://",
+            url.scheme()
+        )),
+        Ok(url) if url.scheme() != "file" && url.host_str().unwrap_or("").is_empty() => Err(format!(
+            "{}:// needs a bucket or container, as in {}://bucket/prefix",
+            url.scheme(),
+            url.scheme()
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[upstream]
+base_url = "http://127.0.0.1:8080"
+[warehouse]
+duckdb = "data/fdsync.duckdb"
+[universe]
+companies = ["AAPL"]
+"#;
+
+    #[test]
+    fn env_overrides_take_typed_values() {
+        let env = [
+            (
+                "FDSYNC_UPSTREAM__BASE_URL".to_string(),
+                "http://127.0.0.1:9999".to_string(),
+            ),
+            (
+                "FDSYNC_UNIVERSE__COMPANIES".to_string(),
+                r#"["MSFT","TW:2330"]"#.to_string(),
+            ),
+            ("FDSYNC_API_KEY".to_string(), "pk_live_x".to_string()),
+        ];
+        let config = Config::from_toml(BASE, Path::new("t.toml"), env).unwrap();
+        assert_eq!(config.upstream.base_url, "http://127.0.0.1:9999");
+        assert_eq!(config.universe.companies, ["MSFT", "TW:2330"]);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let env = [("FDSYNC_UPSTREAM__BASEURL".to_string(), "x".to_string())];
+        let err = Config::from_toml(BASE, Path::new("t.toml"), env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("baseurl"), "{err}");
+    }
+
+    #[test]
+    fn a_memory_limit_below_the_least_is_refused_with_the_least() {
+        let at = |mb: u64| {
+            let env = [("FDSYNC_WAREHOUSE__MEMORY_LIMIT_MB".to_string(), mb.to_string())];
+            Config::from_toml(BASE, Path::new("t.toml"), env)
+        };
+        let err = at(MIN_MEMORY_LIMIT_MB - 1).unwrap_err().to_string();
+        assert!(
+            err.contains("warehouse.memory_limit_mb = 31") && err.contains("use 32 or more"),
+            "{err}"
+        );
+        assert_eq!(
+            at(MIN_MEMORY_LIMIT_MB).unwrap().warehouse.memory_limit_mb,
+            MIN_MEMORY_LIMIT_MB
+        );
+    }
+
+    #[test]
+    fn key_is_redacted_and_validated() {
+        let key = ApiKey::parse("pk_live_secret123", "test").unwrap();
+        assert!(!format!("{key:?} {key}").contains("secret123"));
+        assert!(ApiKey::parse("sk_live_secret123", "test").is_err());
+        assert!(ApiKey::parse("pk_live_", "test").is_err());
+    }
+}

@@ -1,0 +1,204 @@
+//! `GET /companies/{id}/prices`: daily OHLCV bars, restated bars replaced.
+
+use chrono::{DateTime, NaiveDate};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::{BodyError, Feed, Fetch, Params, PerCompany, parse_body};
+use crate::batch::table;
+use crate::records::Rows;
+use crate::tables::Compression::{Dictionary, Fsst};
+use crate::tables::{LakePartition, LoadRule};
+
+#[derive(Debug, Deserialize)]
+pub struct PricesPage<'a> {
+    pub symbol: Option<String>,
+    #[serde(borrow)]
+    pub bars: Vec<&'a RawValue>,
+    #[serde(rename = "displayFrom")]
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
+    pub display_from: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bar {
+    #[serde(deserialize_with = "crate::wire::tolerant::integer")]
+    pub t: i64,
+    pub o: Option<f64>,
+    pub h: Option<f64>,
+    pub l: Option<f64>,
+    pub c: f64,
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
+    pub v: Option<i64>,
+}
+
+table! {
+    /// Daily OHLCV bars per company; a restated bar replaces the stored one.
+    pub const PRICES_DAILY: PriceRow = "prices_daily" {
+        /// The company: its canonical `cik` from the company payload (10-digit SEC CIK or a
+        /// platform key such as TW:2330), whatever spelling the configuration used.
+        company_key: Text,
+        /// The day (UTC) the row is for.
+        date: Date,
+        /// Ticker symbol.
+        symbol: Text,
+        /// The bar's time as served, epoch milliseconds.
+        t_ms: Int,
+        /// Opening price.
+        open: Float,
+        /// Highest price of the day.
+        high: Float,
+        /// Lowest price of the day.
+        low: Float,
+        /// Closing price.
+        close: Float,
+        /// Shares traded.
+        volume: Int,
+    }
+    key: &["company_key", "date"],
+    load: LoadRule::Upsert,
+    lake_partition: Some(LakePartition::Year("date")),
+    compression: &[("raw", Fsst), ("company_key", Dictionary), ("symbol", Dictionary)],
+}
+
+pub static FEED: Feed = Feed {
+    name: "prices",
+    route: "/api/v1/companies/{company}/prices",
+    auth: true,
+    tables: &[&PRICES_DAILY],
+    fetch: Fetch::PerCompany(PerCompany {
+        query: Some(range_query),
+        read: read_page,
+        absent_on_404: false,
+    }),
+    params: &["first_range", "restate_days"],
+    check,
+};
+
+/// The price lookback ranges the service accepts.
+pub const PRICE_RANGES: &[&str] = &["1M", "3M", "6M", "YTD", "1Y", "2Y", "5Y", "ALL"];
+
+fn check(_route: &str, params: &Params) -> Result<(), String> {
+    match &params.first_range {
+        Some(range) if !PRICE_RANGES.contains(&range.as_str()) => Err(format!(
+            "params.first_range = {range:?}: expected one of {PRICE_RANGES:?}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Days each lookback range surely covers, whatever calendar arithmetic the
+/// service uses (a month is counted as 28 days, a year as 364).
+const RANGE_SPANS: &[(&str, i64)] = &[
+    ("1M", 28),
+    ("3M", 89),
+    ("6M", 180),
+    ("1Y", 364),
+    ("2Y", 729),
+    ("5Y", 1820),
+];
+
+/// The smallest price lookback that still covers every bar after `last_bar`,
+/// plus the trailing `restate_days` the service may have corrected. With no
+/// checkpoint, the pipeline's first range (default the whole history).
+pub fn price_range(last_bar: Option<NaiveDate>, today: NaiveDate, params: &Params) -> String {
+    let first = params.first_range.clone().unwrap_or_else(|| "ALL".into());
+    let Some(last) = last_bar else { return first };
+    let restate = i64::from(params.restate_days.unwrap_or(7));
+    let needed = (today - last).num_days().max(0) + restate;
+    RANGE_SPANS
+        .iter()
+        .find(|(_, span)| *span >= needed)
+        .map(|(range, _)| (*range).to_owned())
+        .unwrap_or_else(|| "ALL".into())
+}
+
+fn range_query(last_bar: Option<NaiveDate>, today: NaiveDate, params: &Params) -> String {
+    format!("range={}", price_range(last_bar, today, params))
+}
+
+fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, BodyError> {
+    let page: PricesPage = parse_body(body)?;
+    Ok(read(rows, &page, company_key))
+}
+
+/// `prices_daily` from one prices page; returns the newest bar's date.
+pub fn read(rows: &mut Rows, page: &PricesPage<'_>, company_key: &str) -> Option<NaiveDate> {
+    let mut newest = None;
+    for raw in &page.bars {
+        let Some(bar) = rows.parse::<Bar>(raw, "price bar") else {
+            continue;
+        };
+        let Some(date) = DateTime::from_timestamp_millis(bar.t).map(|d| d.date_naive()) else {
+            rows.quarantine(
+                raw.get(),
+                format!("price bar: t={} is not a valid epoch-millisecond time", bar.t),
+            );
+            continue;
+        };
+        if !bar.c.is_finite() {
+            rows.quarantine(raw.get(), "price bar: close is not a finite number".into());
+            continue;
+        }
+        newest = newest.max(Some(date));
+        let row = PriceRow {
+            company_key: Some(company_key),
+            date: Some(date),
+            symbol: page.symbol.as_deref(),
+            t_ms: Some(bar.t),
+            open: bar.o,
+            high: bar.h,
+            low: bar.l,
+            close: Some(bar.c),
+            volume: bar.v,
+        };
+        rows.push(row, raw.get());
+    }
+    newest
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+
+    fn d(s: &str) -> NaiveDate {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn first_sync_takes_everything_then_the_smallest_covering_range() {
+        let p = Params::default();
+        let today = d("2026-11-25");
+        assert_eq!(price_range(None, today, &p), "ALL");
+        assert_eq!(price_range(Some(d("2026-11-24")), today, &p), "1M");
+        assert_eq!(price_range(Some(d("2026-10-01")), today, &p), "3M");
+        assert_eq!(price_range(Some(d("2024-01-01")), today, &p), "5Y");
+        assert_eq!(price_range(Some(d("2010-01-01")), today, &p), "ALL");
+    }
+
+    #[test]
+    fn a_bad_bar_is_quarantined_and_the_rest_load() {
+        let body = r#"{"symbol":"MSFT","displayFrom":0,"bars":[
+            {"t":1764028800000,"o":1,"h":2,"l":0.5,"c":1.5,"v":10},
+            {"t":"yesterday","c":1.5},
+            {"o":1,"c":2},
+            {"t":1764115200000,"c":1.7,"v":null,"extra":"kept in raw"}]}"#;
+        let page: PricesPage = serde_json::from_str(body).unwrap();
+        let mut rows = Rows::new("run", "/api/v1/companies/MSFT/prices?range=1M", Utc::now());
+        let newest = read(&mut rows, &page, "0000789019");
+        assert_eq!(newest, NaiveDate::from_ymd_opt(2025, 11, 26));
+        assert_eq!(rows.row_count(), 2);
+        assert_eq!(rows.quarantined.len(), 2);
+        assert!(
+            rows.quarantined[0].error.contains("price bar"),
+            "{:?}",
+            rows.quarantined[0]
+        );
+        assert_eq!(rows.quarantined[1].record, r#"{"o":1,"c":2}"#);
+        let batches = rows.into_batches().unwrap();
+        let names: Vec<&str> = batches.iter().map(|b| b.table.name).collect();
+        assert_eq!(names, ["prices_daily", "_sync_quarantine"]);
+    }
+}

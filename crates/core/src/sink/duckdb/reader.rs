@@ -1,0 +1,360 @@
+//! A read-only view of the warehouse's bookkeeping tables, for `fdsync
+//! status`: it opens the file without writing, waiting a while for a
+//! writer that holds it to let go.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use duckdb::{AccessMode, Connection};
+use serde::Serialize;
+
+use super::{held_by_another_process, ident, sql_err};
+use crate::feeds::{Stored, StoredParts};
+use crate::sink::SinkError;
+use crate::sink::lock::Holder;
+
+/// How long a reader waits for a writer to let go of the file (it does after
+/// a second idle).
+const BUSY_WAIT: Duration = Duration::from_secs(15);
+
+/// [`BookkeepingReader::part_texts`].
+#[derive(Debug, Clone, Copy)]
+pub struct PartTexts {
+    pub listed: u64,
+    pub stored: u64,
+    pub newest_missing: Option<NaiveDate>,
+}
+
+/// A pipeline's newest `_sync_runs` row.
+#[derive(Debug, Serialize)]
+pub struct LastRun {
+    pub run_id: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub status: String,
+    pub requests: i64,
+    pub rows_written: i64,
+    pub error: Option<String>,
+    /// Records the service counted that the run did not store (0: complete).
+    pub shortfall: i64,
+}
+
+/// A key's `_sync_quota` row: the last window the service reported.
+#[derive(Debug, Serialize)]
+pub struct QuotaStatus {
+    /// A one-way fingerprint of the key, never the key.
+    pub key_id: String,
+    pub observed_at: DateTime<Utc>,
+    pub window: Option<String>,
+    pub limit: Option<i64>,
+    pub remaining: Option<i64>,
+    pub reset_at: Option<DateTime<Utc>>,
+    pub rate_limit: Option<i64>,
+    pub rate_remaining: Option<i64>,
+}
+
+/// A pipeline's most recently moved checkpoint: partition, cursor, when.
+pub type NewestCheckpoint = (String, String, DateTime<Utc>);
+
+pub struct BookkeepingReader {
+    conn: Connection,
+}
+
+impl BookkeepingReader {
+    /// Opens the warehouse at `path` read-only; `writer`, when known, is
+    /// named if it keeps the file for longer than a reader waits.
+    ///
+    /// # Errors
+    /// When the file cannot be opened, or stays held by a writer.
+    pub fn open(path: &Path, writer: Option<&Holder>) -> Result<BookkeepingReader, SinkError> {
+        let started = Instant::now();
+        let open_err = |message: String| SinkError::Open {
+            path: path.to_owned(),
+            message,
+        };
+        loop {
+            let config = duckdb::Config::default()
+                .access_mode(AccessMode::ReadOnly)
+                .map_err(|e| open_err(e.to_string()))?;
+            match Connection::open_with_flags(path, config) {
+                Ok(conn) => return Ok(BookkeepingReader { conn }),
+                Err(e) if held_by_another_process(&e.to_string()) && started.elapsed() < BUSY_WAIT => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => {
+                    let who = writer.map_or_else(|| "another process".to_owned(), |h| h.to_string());
+                    return Err(open_err(format!(
+                        "{e}. {who} has kept it open for writing for over {} s; try again when it is idle \
+                         (see docs/operations.md)",
+                        BUSY_WAIT.as_secs()
+                    )));
+                }
+            }
+        }
+    }
+
+    /// A reader on a connection the caller already has (a writer's own).
+    pub fn on(conn: Connection) -> BookkeepingReader {
+        BookkeepingReader { conn }
+    }
+
+    /// When each pipeline last started a run, and last started one that ended `ok`.
+    ///
+    /// # Errors
+    /// When `_sync_runs` cannot be read.
+    pub fn run_times(&self) -> Result<HashMap<String, crate::bookkeeping::RunTimes>, SinkError> {
+        super::reads::run_times(&self.conn)
+    }
+
+    /// The requests of `pipeline`'s ten newest runs that ended `ok`, its
+    /// first run left out (a first sync reads the backfill too).
+    ///
+    /// # Errors
+    /// When `_sync_runs` cannot be read.
+    pub fn requests_of_recent_runs(&self, pipeline: &str) -> Result<Vec<u64>, SinkError> {
+        let err = || sql_err("_sync_runs", "reading the requests of recent runs");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT requests FROM (
+                    SELECT requests, status, row_number() OVER (ORDER BY started_at) AS nth
+                    FROM _sync_runs WHERE pipeline = ?)
+                 WHERE status = 'ok' AND nth > 1 ORDER BY nth DESC LIMIT 10",
+            )
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([pipeline], |r| {
+                Ok(r.get::<_, Option<i64>>(0)?.unwrap_or(0).max(0) as u64)
+            })
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
+    /// Each pipeline's newest run.
+    ///
+    /// # Errors
+    /// When `_sync_runs` cannot be read.
+    pub fn last_runs(&self) -> Result<HashMap<String, LastRun>, SinkError> {
+        let err = || sql_err("_sync_runs", "reading the last runs");
+        // A warehouse no writer of this version has opened has no shortfall yet.
+        let has_shortfall: bool = self
+            .conn
+            .query_row(
+                "SELECT count(*) > 0 FROM duckdb_columns() WHERE table_name = '_sync_runs' AND column_name = 'shortfall'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(err())?;
+        let shortfall = if has_shortfall { "shortfall" } else { "0" };
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT pipeline, run_id, started_at, finished_at, status, requests, rows_written, error, {shortfall}
+                 FROM _sync_runs QUALIFY row_number() OVER (PARTITION BY pipeline ORDER BY started_at DESC) = 1"
+            ))
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    LastRun {
+                        run_id: r.get(1)?,
+                        started_at: r.get(2)?,
+                        finished_at: r.get(3)?,
+                        status: r.get(4)?,
+                        requests: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+                        rows_written: r.get::<_, Option<i64>>(6)?.unwrap_or(0),
+                        error: r.get(7)?,
+                        shortfall: r.get::<_, Option<i64>>(8)?.unwrap_or(0),
+                    },
+                ))
+            })
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
+    /// When each pipeline last finished a run `ok`.
+    ///
+    /// # Errors
+    /// When `_sync_runs` cannot be read.
+    pub fn last_ok(&self) -> Result<HashMap<String, DateTime<Utc>>, SinkError> {
+        let err = || sql_err("_sync_runs", "reading the last ok runs");
+        let mut stmt = self
+            .conn
+            .prepare("SELECT pipeline, max(finished_at) FROM _sync_runs WHERE status = 'ok' GROUP BY pipeline")
+            .map_err(err())?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
+    /// Per pipeline: how many partitions, and the most recently moved one.
+    ///
+    /// # Errors
+    /// When `_sync_checkpoints` cannot be read.
+    pub fn newest_checkpoints(&self) -> Result<HashMap<String, (u64, Option<NewestCheckpoint>)>, SinkError> {
+        let err = || sql_err("_sync_checkpoints", "reading the checkpoints");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT pipeline, count(*) OVER (PARTITION BY pipeline), \"partition\", cursor, updated_at
+                 FROM _sync_checkpoints
+                 QUALIFY row_number() OVER (PARTITION BY pipeline ORDER BY updated_at DESC, \"partition\") = 1",
+            )
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    (r.get::<_, i64>(1)? as u64, Some((r.get(2)?, r.get(3)?, r.get(4)?))),
+                ))
+            })
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
+    /// Per pipeline, the companies its route answered 404 for and when,
+    /// where no checkpoint of the company's own moved since: what `fdsync
+    /// status` reports as not served.
+    ///
+    /// # Errors
+    /// When `_sync_checkpoints` cannot be read.
+    pub fn not_served(&self) -> Result<HashMap<String, Vec<(String, String)>>, SinkError> {
+        let err = || sql_err("_sync_checkpoints", "reading the companies not served");
+        let prefix = crate::bookkeeping::NOT_SERVED;
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT c.pipeline, substr(c.\"partition\", {start}), c.cursor FROM _sync_checkpoints c
+                 WHERE starts_with(c.\"partition\", '{prefix}')
+                   AND NOT EXISTS (SELECT 1 FROM _sync_checkpoints o WHERE o.pipeline = c.pipeline
+                       AND o.\"partition\" = substr(c.\"partition\", {start}) AND o.updated_at > c.updated_at)
+                 ORDER BY 1, 2",
+                start = prefix.len() + 1
+            ))
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?))))
+            .map_err(err())?;
+        let mut out: HashMap<String, Vec<(String, String)>> = HashMap::new();
+        for row in rows {
+            let (pipeline, company) = row.map_err(err())?;
+            out.entry(pipeline).or_default().push(company);
+        }
+        Ok(out)
+    }
+
+    /// Every checkpoint of `pipeline`: (partition, cursor).
+    ///
+    /// # Errors
+    /// When `_sync_checkpoints` cannot be read.
+    pub fn checkpoints_of(&self, pipeline: &str) -> Result<Vec<(String, String)>, SinkError> {
+        let err = || sql_err("_sync_checkpoints", "reading the checkpoints");
+        let mut stmt = self
+            .conn
+            .prepare("SELECT \"partition\", cursor FROM _sync_checkpoints WHERE pipeline = ?")
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([pipeline], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
+    /// How many documents of `stored` are dated `since` or later.
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn count_dated_since(&self, stored: &Stored, since: NaiveDate) -> Result<u64, SinkError> {
+        let sql = format!(
+            "SELECT count(*) FROM {} WHERE {} >= ?::DATE",
+            ident(stored.table.name),
+            ident(stored.dated)
+        );
+        self.conn
+            .query_row(&sql, [since.to_string()], |r| r.get(0))
+            .map_err(sql_err(stored.table.name, "counting stored documents"))
+    }
+
+    /// The part texts of the universe's stored documents (dated `since` or later, with one): how
+    /// many are listed, how many stored, and the newest date of a document with one missing. A
+    /// document listing no part has one uncoded part ('') when
+    /// `uncoded` is set, none otherwise.
+    ///
+    /// # Errors
+    /// When a table cannot be read.
+    pub fn part_texts(
+        &self,
+        documents: &Stored,
+        listed: &str,
+        uncoded: bool,
+        texts: &StoredParts,
+        since: Option<NaiveDate>,
+    ) -> Result<PartTexts, SinkError> {
+        let parts = if uncoded {
+            format!(
+                "CASE WHEN len({l}) = 0 THEN ['']::VARCHAR[] ELSE {l} END",
+                l = ident(listed)
+            )
+        } else {
+            ident(listed)
+        };
+        let sql = format!(
+            "WITH wanted AS (
+                SELECT {id} AS id, {dated} AS dated, unnest({parts}) AS part FROM {documents}
+                WHERE {company} IN (SELECT company_key FROM companies) AND {dated} >= ?::DATE),
+             got AS (
+                SELECT w.dated, t.{text_id} IS NOT NULL AS stored FROM wanted w
+                LEFT JOIN {texts} t ON t.{text_id} = w.id AND t.{text_part} = w.part)
+             SELECT count(*), count(*) FILTER (WHERE stored), max(dated) FILTER (WHERE NOT stored) FROM got",
+            id = ident(documents.id),
+            dated = ident(documents.dated),
+            documents = ident(documents.table.name),
+            company = ident(documents.company),
+            texts = ident(texts.table.name),
+            text_id = ident(texts.id),
+            text_part = ident(texts.part),
+        );
+        let since = since.map_or_else(|| "-infinity".to_owned(), |d| d.to_string());
+        self.conn
+            .query_row(&sql, [since], |r| {
+                Ok(PartTexts {
+                    listed: r.get(0)?,
+                    stored: r.get(1)?,
+                    newest_missing: r.get(2)?,
+                })
+            })
+            .map_err(sql_err(texts.table.name, "counting stored part texts"))
+    }
+
+    /// The last window each key was seen with, newest first.
+    ///
+    /// # Errors
+    /// When `_sync_quota` cannot be read.
+    pub fn quota(&self) -> Result<Vec<QuotaStatus>, SinkError> {
+        let err = || sql_err("_sync_quota", "reading the quota ledger");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT key_id, observed_at, quota_window, quota_limit, quota_remaining, quota_reset_at,
+                        rate_limit, rate_remaining
+                 FROM _sync_quota ORDER BY observed_at DESC",
+            )
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(QuotaStatus {
+                    key_id: r.get(0)?,
+                    observed_at: r.get(1)?,
+                    window: r.get(2)?,
+                    limit: r.get(3)?,
+                    remaining: r.get(4)?,
+                    reset_at: r.get(5)?,
+                    rate_limit: r.get(6)?,
+                    rate_remaining: r.get(7)?,
+                })
+            })
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+}

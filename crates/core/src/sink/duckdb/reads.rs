@@ -1,0 +1,334 @@
+//! Typed read queries of the warehouse: what the sync side, the daemon and
+//! the demo ask of what is stored, answered without SQL leaving the sink.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, NaiveDate, Utc};
+
+use super::{BOUND_LIST, DuckDbSink, ident, json_list, sql_err};
+use crate::feeds::{self, Pending, Stored, StoredParts};
+use crate::sink::{SinkError, StoredCheckpoint};
+use crate::upstream::ratelimit::QuotaWindow;
+
+impl DuckDbSink {
+    /// Every checkpoint of `pipeline`, by partition, with when it last moved
+    /// (the stalest partitions go first when a budget cannot cover them all).
+    pub fn checkpoints(&self, pipeline: &str) -> Result<HashMap<String, StoredCheckpoint>, SinkError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT \"partition\", \"cursor\", updated_at FROM _sync_checkpoints WHERE pipeline = ?")
+            .map_err(sql_err("_sync_checkpoints", "reading checkpoints"))?;
+        let rows = stmt
+            .query_map([pipeline], |r| {
+                let stored = StoredCheckpoint {
+                    cursor: r.get(1)?,
+                    updated_at: r.get(2)?,
+                };
+                Ok((r.get::<_, String>(0)?, stored))
+            })
+            .map_err(sql_err("_sync_checkpoints", "reading checkpoints"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(sql_err("_sync_checkpoints", "reading checkpoints"))
+    }
+
+    /// What the quota ledger last recorded for the key `key_id` fingerprints.
+    ///
+    /// # Errors
+    /// When the ledger cannot be read.
+    pub fn quota_window(&self, key_id: &str) -> Result<Option<QuotaWindow>, SinkError> {
+        let sql = "SELECT quota_window, quota_limit, quota_remaining, quota_reset_at, billing_source, \
+                   credits_remaining_usd FROM _sync_quota WHERE key_id = ?";
+        let windows: Vec<QuotaWindow> =
+            self.rows(("_sync_quota", "reading the quota ledger"), sql, &[key_id], |r| {
+                Ok(QuotaWindow {
+                    window: r.get(0)?,
+                    limit: r.get::<_, Option<i64>>(1)?.map(|n| n.max(0) as u64),
+                    remaining: r.get::<_, Option<i64>>(2)?.map(|n| n.max(0) as u64),
+                    reset_at: r.get(3)?,
+                    billing_source: r.get(4)?,
+                    credits_remaining_usd: r.get(5)?,
+                })
+            })?;
+        Ok(windows.into_iter().next())
+    }
+
+    /// The date of the oldest stored document dated since `since` whose
+    /// pending column is still NULL.
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn earliest_pending(
+        &self,
+        stored: &Stored,
+        pending: &Pending,
+        since: NaiveDate,
+    ) -> Result<Option<NaiveDate>, SinkError> {
+        let sql = format!(
+            "SELECT min({dated}) FROM {table} WHERE {pending} IS NULL AND {dated} >= ?::DATE",
+            dated = ident(stored.dated),
+            table = ident(stored.table.name),
+            pending = ident(pending.column),
+        );
+        let found: Vec<Option<NaiveDate>> = self.rows(
+            (stored.table.name, "finding pending rows"),
+            &sql,
+            &[&since.to_string()],
+            |r| r.get(0),
+        )?;
+        Ok(found.into_iter().flatten().next())
+    }
+
+    /// How many documents `stored` holds dated from `from` (open: from the
+    /// start) to `to`, inclusive: what a window read is held against.
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn stored_in_window(
+        &self,
+        stored: &Stored,
+        (from, to): (Option<NaiveDate>, NaiveDate),
+    ) -> Result<u64, SinkError> {
+        let sql = format!(
+            "SELECT count(*) FROM {table} WHERE {dated} BETWEEN ?::DATE AND ?::DATE",
+            dated = ident(stored.dated),
+            table = ident(stored.table.name),
+        );
+        let found: Vec<i64> = self.rows(
+            (stored.table.name, "counting a window's rows"),
+            &sql,
+            &[&date_or_open(from), &to.to_string()],
+            |r| r.get(0),
+        )?;
+        Ok(found.into_iter().next().unwrap_or(0).max(0) as u64)
+    }
+
+    /// For each (company, id of the last document seen): the company's
+    /// stored documents from that one on, or from an older one received
+    /// since `pending_since` still pending.
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn stored_since_anchors(
+        &self,
+        stored: &Stored,
+        pending: &Pending,
+        anchors: &[(String, String)],
+        pending_since: DateTime<Utc>,
+    ) -> Result<Vec<(String, i64)>, SinkError> {
+        if anchors.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pairs: Vec<[&str; 2]> = anchors
+            .iter()
+            .map(|(company, id)| [company.as_str(), id.as_str()])
+            .collect();
+        let sql = format!(
+            "WITH cursors AS (
+                SELECT pair[1] AS company_key, pair[2] AS id
+                FROM (SELECT unnest(from_json(?::JSON, '[[\"VARCHAR\"]]')) AS pair)),
+             pending AS (
+                SELECT {company} AS company_key, min({received}) AS received FROM {table}
+                WHERE {column} IS NULL AND {received} >= ?::TIMESTAMPTZ
+                  AND {company} IN (SELECT company_key FROM cursors)
+                GROUP BY {company}),
+             anchors AS (
+                SELECT c.company_key, least(seen.{received}, pending.received) AS received
+                FROM cursors c
+                LEFT JOIN {table} seen ON seen.{id} = c.id
+                LEFT JOIN pending ON pending.company_key = c.company_key)
+             SELECT a.company_key, count(d.{id}) FROM anchors a
+             LEFT JOIN {table} d ON d.{company} = a.company_key
+                AND d.{received} >= coalesce(a.received, '-infinity'::TIMESTAMPTZ)
+             GROUP BY a.company_key",
+            table = ident(stored.table.name),
+            company = ident(stored.company),
+            id = ident(stored.id),
+            received = ident(pending.received),
+            column = ident(pending.column),
+        );
+        self.rows(
+            (stored.table.name, "sizing the index requests"),
+            &sql,
+            &[&json_list(&pairs), &pending_since.to_rfc3339()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    }
+
+    /// (company, document, part) of the companies' documents dated since
+    /// `since` (all of them without), or undated, whose part text is not
+    /// stored, the newest documents first; '' is a document's uncoded part
+    /// (its `parts` list is empty).
+    ///
+    /// # Errors
+    /// When either table cannot be read.
+    pub fn missing_parts(
+        &self,
+        parent: &Stored,
+        parts: &str,
+        texts: &StoredParts,
+        companies: &[String],
+        since: Option<NaiveDate>,
+    ) -> Result<Vec<(String, String, String)>, SinkError> {
+        if companies.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "WITH wanted AS (
+                SELECT {company} AS company_key, {id} AS id, {dated} AS dated,
+                       unnest(CASE WHEN len({parts}) = 0 THEN ['']::VARCHAR[] ELSE {parts} END) AS part
+                FROM {parent} WHERE {company} IN (SELECT value FROM {BOUND_LIST})
+                  AND ({dated} IS NULL OR {dated} >= ?::DATE))
+             SELECT w.company_key, w.id, w.part FROM wanted w
+             ANTI JOIN {texts} t ON t.{text_id} = w.id AND t.{text_part} = w.part
+             ORDER BY w.dated DESC NULLS LAST, w.id, w.part",
+            company = ident(parent.company),
+            id = ident(parent.id),
+            parts = ident(parts),
+            parent = ident(parent.table.name),
+            dated = ident(parent.dated),
+            texts = ident(texts.table.name),
+            text_id = ident(texts.id),
+            text_part = ident(texts.part),
+        );
+        self.rows(
+            (texts.table.name, "listing missing texts"),
+            &sql,
+            &[&json_list(companies), &date_or_open(since)],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+    }
+
+    /// The parts of document `id` whose texts are stored.
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn stored_parts_of(&self, texts: &StoredParts, id: &str) -> Result<HashSet<String>, SinkError> {
+        let sql = format!(
+            "SELECT {part} FROM {table} WHERE {id} = ?",
+            part = ident(texts.part),
+            table = ident(texts.table.name),
+            id = ident(texts.id),
+        );
+        self.rows((texts.table.name, "listing stored parts"), &sql, &[id], |r| r.get(0))
+    }
+
+    /// (company, document, part) of the parts stored for the companies'
+    /// documents dated since `since` (all of them without), or undated.
+    ///
+    /// # Errors
+    /// When either table cannot be read.
+    pub fn stored_parts(
+        &self,
+        documents: &Stored,
+        parts: &StoredParts,
+        companies: &[String],
+        since: Option<NaiveDate>,
+    ) -> Result<Vec<(String, String, String)>, SinkError> {
+        if companies.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT p.{company}, p.{id}, p.{part} FROM {parts} p
+             LEFT JOIN {documents} d ON d.{doc_id} = p.{id}
+             WHERE p.{company} IN (SELECT value FROM {BOUND_LIST}) AND (d.{dated} IS NULL OR d.{dated} >= ?::DATE)",
+            company = ident(parts.company),
+            id = ident(parts.id),
+            part = ident(parts.part),
+            parts = ident(parts.table.name),
+            documents = ident(documents.table.name),
+            doc_id = ident(documents.id),
+            dated = ident(documents.dated),
+        );
+        self.rows(
+            (parts.table.name, "listing stored parts"),
+            &sql,
+            &[&json_list(companies), &date_or_open(since)],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+    }
+
+    /// When each pipeline last started a run, and last started one that
+    /// ended `ok`, from the run log.
+    ///
+    /// # Errors
+    /// When `_sync_runs` cannot be read.
+    pub fn run_times(&self) -> Result<HashMap<String, crate::bookkeeping::RunTimes>, SinkError> {
+        run_times(self.connection())
+    }
+
+    /// When each pipeline last started, from the run log.
+    ///
+    /// # Errors
+    /// When `_sync_runs` cannot be read.
+    pub fn last_started(&self) -> Result<HashMap<String, DateTime<Utc>>, SinkError> {
+        let context = ("_sync_runs", "reading the last runs");
+        let mut stmt = self
+            .connection()
+            .prepare("SELECT pipeline, max(started_at) FROM _sync_runs GROUP BY pipeline")
+            .map_err(sql_err(context.0, context.1))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, DateTime<Utc>>(1)?)))
+            .map_err(sql_err(context.0, context.1))?;
+        rows.collect::<Result<HashMap<_, _>, _>>()
+            .map_err(sql_err(context.0, context.1))
+    }
+
+    /// Rows in each table of the catalogue, in its order.
+    ///
+    /// # Errors
+    /// When a table cannot be counted.
+    pub fn row_counts(&self) -> Result<Vec<(&'static str, i64)>, SinkError> {
+        feeds::catalogue()
+            .map(|table| Ok((table.name, self.row_count(table.name)?)))
+            .collect()
+    }
+
+    /// Rows in `table`.
+    ///
+    /// # Errors
+    /// When the table cannot be counted.
+    pub fn row_count(&self, table: &str) -> Result<i64, SinkError> {
+        let sql = format!("SELECT count(*) FROM {}", ident(table));
+        self.connection()
+            .query_row(&sql, [], |r| r.get(0))
+            .map_err(sql_err(table, "counting rows"))
+    }
+}
+
+/// A date bound for SQL: open (`-infinity`) without one.
+fn date_or_open(since: Option<NaiveDate>) -> String {
+    since.map_or_else(|| "-infinity".to_owned(), |d| d.to_string())
+}
+
+/// [`DuckDbSink::run_times`], on any connection to the warehouse.
+pub(super) fn run_times(conn: &duckdb::Connection) -> Result<HashMap<String, crate::bookkeeping::RunTimes>, SinkError> {
+    let context = ("_sync_runs", "reading when pipelines ran");
+    let mut stmt = conn
+        .prepare(
+            "WITH runs AS (SELECT pipeline, max(started_at) AS started, max(started_at) FILTER (WHERE status = 'ok') AS ok, \
+             max(_commit_seq) AS seq FROM _sync_runs GROUP BY pipeline), \
+             since AS (SELECT r.pipeline, count(*) AS n FROM _sync_runs r JOIN runs USING (pipeline) \
+             WHERE r.started_at > coalesce(runs.ok, '-infinity'::TIMESTAMPTZ) GROUP BY r.pipeline), \
+             resets AS (SELECT pipeline, max(reset_at) AS reset, max(_commit_seq) AS seq FROM _sync_resets GROUP BY pipeline) \
+             SELECT coalesce(runs.pipeline, resets.pipeline), started, ok, \
+             CASE WHEN resets.seq > coalesce(runs.seq, -1) THEN reset END, coalesce(since.n, 0) \
+             FROM runs FULL OUTER JOIN resets ON runs.pipeline = resets.pipeline \
+             LEFT JOIN since ON since.pipeline = runs.pipeline",
+        )
+        .map_err(sql_err(context.0, context.1))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                crate::bookkeeping::RunTimes {
+                    started: r.get(1)?,
+                    ok_started: r.get(2)?,
+                    reset: r.get(3)?,
+                    since_ok: u32::try_from(r.get::<_, i64>(4)?).unwrap_or(u32::MAX),
+                },
+            ))
+        })
+        .map_err(sql_err(context.0, context.1))?;
+    rows.collect::<Result<HashMap<_, _>, _>>()
+        .map_err(sql_err(context.0, context.1))
+}

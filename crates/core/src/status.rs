@@ -1,0 +1,452 @@
+//! `fdsync status`: per pipeline its last run, rows, checkpoint and freshness,
+//! and the quota the service reported last, read from the warehouse's
+//! bookkeeping tables without writing to it.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use serde::Serialize;
+
+use crate::bookkeeping::{BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, STREAM_PARTITION, TapeBackfill};
+use crate::error::SyncError;
+use crate::feeds::{BackfillKind, Fetch};
+use crate::pipeline::Pipeline;
+use crate::planner::{self, Due, History};
+use crate::sink::duckdb::reader::{BookkeepingReader, PartTexts};
+pub use crate::sink::duckdb::reader::{LastRun, QuotaStatus};
+use crate::sink::lock::{Holder, WriterLock};
+
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub warehouse: PathBuf,
+    pub generated_at: DateTime<Utc>,
+    /// The process that holds the warehouse for writing, if one runs.
+    pub writer: Option<Holder>,
+    pub pipelines: Vec<PipelineStatus>,
+    /// The last window each key was seen with (`_sync_quota`).
+    pub quota: Vec<QuotaStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PipelineStatus {
+    pub pipeline: String,
+    pub schedule: String,
+    pub last_run: Option<LastRun>,
+    pub last_ok_at: Option<DateTime<Utc>>,
+    /// Seconds since the last run that ended ok: how stale the data may be.
+    pub freshness_secs: Option<i64>,
+    pub checkpoints: u64,
+    /// The cursor itself when there is one partition; else the newest partition's.
+    pub checkpoint: Option<String>,
+    pub checkpoint_partition: Option<String>,
+    pub checkpoint_updated_at: Option<DateTime<Utc>>,
+    /// When the schedule fires next.
+    pub next_run_at: Option<DateTime<Utc>>,
+    /// A backfill's progress, where the pipeline has one.
+    pub backfill: Option<BackfillStatus>,
+    /// Whether `sync --once` runs it now, and why (or when it will).
+    pub due: Due,
+    /// Companies its route answered 404 for (company, when), asked again a
+    /// day after.
+    pub not_served: Vec<(String, String)>,
+}
+
+/// How far a backfill has reached back, and what is left where that is
+/// known: by the service's own count (the wire), or by the documents stored
+/// (part texts). The news tapes have no total: only how far back they reached.
+#[derive(Debug, Default, Serialize)]
+pub struct BackfillStatus {
+    pub complete: bool,
+    /// The oldest day from which every later record is stored.
+    pub reached: Option<NaiveDate>,
+    /// Records known to be left.
+    pub records_left: Option<u64>,
+    /// The requests those take.
+    pub requests_left: Option<u64>,
+    /// How much of the whole is stored, where the whole is known.
+    pub share: Option<Share>,
+}
+
+/// `done` of `total` `unit`s.
+#[derive(Debug, Serialize)]
+pub struct Share {
+    pub done: u64,
+    pub total: u64,
+    pub unit: &'static str,
+}
+
+/// Reads the status of `pipelines` from the warehouse at `path`. A warehouse
+/// that does not exist yet is a status too: nothing has run.
+///
+/// # Errors
+/// When the file exists but cannot be read, or a writer holds it for longer
+/// than a status can wait.
+pub fn read(path: &Path, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<Status, SyncError> {
+    let writer = WriterLock::holder_of(path);
+    let reader = if path.exists() {
+        Some(BookkeepingReader::open(path, writer.as_ref())?)
+    } else {
+        None
+    };
+    of(path, writer, reader.as_ref(), pipelines, now)
+}
+
+/// The status of `pipelines` as `reader` sees the warehouse at `path`
+/// (`None`: nothing written yet); the writer itself reads it on its own
+/// connection.
+///
+/// # Errors
+/// When the bookkeeping tables cannot be read.
+pub fn of(
+    path: &Path,
+    writer: Option<Holder>,
+    reader: Option<&BookkeepingReader>,
+    pipelines: &[Pipeline],
+    now: DateTime<Utc>,
+) -> Result<Status, SyncError> {
+    let mut status = Status {
+        warehouse: path.to_owned(),
+        generated_at: now,
+        writer,
+        pipelines: Vec::new(),
+        quota: Vec::new(),
+    };
+    let (runs, oks, checkpoints, mut not_served) = match reader {
+        Some(reader) => {
+            status.quota = reader.quota()?;
+            (
+                reader.last_runs()?,
+                reader.last_ok()?,
+                reader.newest_checkpoints()?,
+                reader.not_served()?,
+            )
+        }
+        None => Default::default(),
+    };
+    let mut runs = runs;
+    let mut checkpoints = checkpoints;
+    let times = match reader {
+        Some(reader) => reader.run_times()?,
+        None => HashMap::new(),
+    };
+    for p in pipelines {
+        let backfill = match reader {
+            Some(reader) => backfill_of(p, reader)?,
+            None => None,
+        };
+        let history = history_of(p, &runs, &times, backfill.as_ref(), now);
+        let last_ok_at = oks.get(&p.name).copied();
+        let (count, newest) = checkpoints.remove(&p.name).unwrap_or((0, None));
+        let last_run = runs.remove(&p.name);
+        let since = last_run.as_ref().map_or(now, |r| r.started_at);
+        status.pipelines.push(PipelineStatus {
+            pipeline: p.name.clone(),
+            schedule: p.schedule_text.clone(),
+            next_run_at: if last_run.is_some() {
+                p.schedule.next_after(&since)
+            } else {
+                Some(now)
+            },
+            last_run,
+            last_ok_at,
+            freshness_secs: last_ok_at.map(|t| (now - t).num_seconds()),
+            checkpoints: count,
+            checkpoint_partition: newest.as_ref().map(|c| c.0.clone()),
+            checkpoint: newest.as_ref().map(|c| c.1.clone()),
+            checkpoint_updated_at: newest.map(|c| c.2),
+            backfill,
+            due: planner::due(p, &history, now),
+            not_served: not_served.remove(&p.name).unwrap_or_default(),
+        });
+    }
+    Ok(status)
+}
+
+/// When each pipeline of the warehouse behind `reader` is due, as `sync
+/// --once` decides.
+///
+/// # Errors
+/// When the bookkeeping tables cannot be read.
+pub fn due(reader: &BookkeepingReader, pipelines: &[Pipeline], now: DateTime<Utc>) -> Result<Vec<Due>, SyncError> {
+    let (runs, times) = (reader.last_runs()?, reader.run_times()?);
+    pipelines
+        .iter()
+        .map(|p| {
+            let backfill = backfill_of(p, reader)?;
+            Ok(planner::due(
+                p,
+                &history_of(p, &runs, &times, backfill.as_ref(), now),
+                now,
+            ))
+        })
+        .collect()
+}
+
+/// What decides whether `p` is due, from the run log and its backfill.
+fn history_of(
+    p: &Pipeline,
+    runs: &HashMap<String, LastRun>,
+    times: &HashMap<String, planner::RunTimes>,
+    backfill: Option<&BackfillStatus>,
+    now: DateTime<Utc>,
+) -> History {
+    History {
+        times: times.get(&p.name).copied().unwrap_or_default(),
+        last: runs.get(&p.name).map(|r| (r.status.clone(), r.error.clone())),
+        backfill_left: backfill.is_some_and(|b| backfill_left(p, b, now)),
+    }
+}
+
+/// Whether a tape's or the wire's backfill has further to go: not complete,
+/// and not past its horizon. Texts go by their own schedule.
+fn backfill_left(p: &Pipeline, b: &BackfillStatus, now: DateTime<Utc>) -> bool {
+    let horizon = p.params.horizon(now).map(|h| h.date_naive());
+    p.feed.fetch.backfill() == Some(BackfillKind::Dated)
+        && !b.complete
+        && b.reached.is_none_or(|r| horizon.is_none_or(|h| r > h))
+}
+
+/// A pipeline's backfill, read as its fetch engine keeps it; `None` for an
+/// engine without one, or one that has not started.
+pub(crate) fn backfill_of(p: &Pipeline, reader: &BookkeepingReader) -> Result<Option<BackfillStatus>, SyncError> {
+    let page = u64::from(p.params.page_limit.unwrap_or(200)).max(1);
+    let status = match &p.feed.fetch {
+        Fetch::OffsetWindows(windows) => {
+            let checkpoints = reader.checkpoints_of(&p.name)?;
+            let Some((_, cursor)) = checkpoints.iter().find(|(part, _)| part == BACKFILL_PARTITION) else {
+                return Ok(None);
+            };
+            if cursor == BACKFILL_COMPLETE {
+                return Ok(Some(BackfillStatus {
+                    complete: true,
+                    ..Default::default()
+                }));
+            }
+            let Some(at) = Backfill::parse(cursor) else {
+                return Ok(None);
+            };
+            let stored = reader.count_dated_since(windows.stored, at.reached)?;
+            BackfillStatus {
+                complete: false,
+                reached: Some(at.reached),
+                records_left: at.left,
+                requests_left: at.left.map(|n| n.div_ceil(page)),
+                share: at.left.map(|left| Share {
+                    done: stored,
+                    total: stored + left,
+                    unit: "records",
+                }),
+            }
+        }
+        Fetch::Cursor(_) | Fetch::CompanyCursor(_) => {
+            let tapes: Vec<TapeBackfill> = reader
+                .checkpoints_of(&p.name)?
+                .iter()
+                .filter(|(part, _)| part != STREAM_PARTITION)
+                .filter_map(|(_, cursor)| TapeBackfill::parse(cursor))
+                .collect();
+            if tapes.is_empty() {
+                return Ok(None);
+            }
+            let done = tapes.iter().filter(|t| t.complete).count() as u64;
+            // Every tape holds everything since the latest of the days they reached.
+            let reached = tapes
+                .iter()
+                .filter(|t| !t.complete)
+                .map(|t| t.reached.map(|r| r.date_naive()))
+                .max()
+                .flatten();
+            BackfillStatus {
+                complete: done == tapes.len() as u64,
+                reached,
+                share: matches!(p.feed.fetch, Fetch::CompanyCursor(_)).then_some(Share {
+                    done,
+                    total: tapes.len() as u64,
+                    unit: "company tapes",
+                }),
+                ..Default::default()
+            }
+        }
+        Fetch::ParentTexts(texts) => {
+            part_texts(reader.part_texts(texts.parent, texts.parts, true, texts.texts, None)?)
+        }
+        Fetch::DocumentsAndSections(docs) => {
+            part_texts(reader.part_texts(docs.documents, docs.listed, false, docs.parts, None)?)
+        }
+        // Engines without a backfill: each run reads what the service has now.
+        Fetch::Single(_)
+        | Fetch::PerCompany(_)
+        | Fetch::Universe(_)
+        | Fetch::PerCountry(_)
+        | Fetch::CompanyIndex(_)
+        | Fetch::Layers(_) => return Ok(None),
+    };
+    Ok(Some(status))
+}
+
+/// The backfill of part texts, one request each.
+fn part_texts(t: PartTexts) -> BackfillStatus {
+    let left = t.listed - t.stored.min(t.listed);
+    BackfillStatus {
+        complete: left == 0,
+        reached: t.newest_missing.and_then(|d| d.succ_opt()),
+        records_left: Some(left),
+        requests_left: Some(left),
+        share: Some(Share {
+            done: t.stored,
+            total: t.listed,
+            unit: "texts",
+        }),
+    }
+}
+
+fn ts(t: Option<DateTime<Utc>>) -> String {
+    t.map_or_else(|| "-".into(), |t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
+}
+
+fn age(secs: Option<i64>) -> String {
+    match secs {
+        None => "never".into(),
+        Some(s) if s < 120 => format!("{s}s ago"),
+        Some(s) if s < 7200 => format!("{}m ago", s / 60),
+        Some(s) if s < 172_800 => format!("{}h ago", s / 3600),
+        Some(s) => format!("{}d ago", s / 86_400),
+    }
+}
+
+/// The status as a table for people.
+///
+/// # Errors
+/// When `out` cannot be written.
+pub fn write_text(out: &mut impl Write, status: &Status) -> std::io::Result<()> {
+    writeln!(out, "warehouse {}", status.warehouse.display())?;
+    match &status.writer {
+        Some(h) => writeln!(out, "writer    {h}")?,
+        None => writeln!(out, "writer    none running")?,
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{:<16} {:<15} {:>9} {:>7} {:>10}  {:<12} {:<21} checkpoint",
+        "pipeline", "last run", "status", "reqs", "rows", "fresh", "next run"
+    )?;
+    for p in &status.pipelines {
+        let (when, state, reqs, rows) = match &p.last_run {
+            Some(r) => (
+                age(Some((status.generated_at - r.started_at).num_seconds())),
+                r.status.clone(),
+                r.requests.to_string(),
+                r.rows_written.to_string(),
+            ),
+            None => ("never".into(), "-".into(), "-".into(), "-".into()),
+        };
+        let checkpoint = match (&p.checkpoint, p.checkpoints) {
+            (None, _) => "-".to_owned(),
+            (Some(c), 1) => shorten(c),
+            (Some(_), n) => format!(
+                "{n} partitions, last moved {}",
+                age(p.checkpoint_updated_at.map(|t| (status.generated_at - t).num_seconds()))
+            ),
+        };
+        writeln!(
+            out,
+            "{:<16} {:<15} {:>9} {:>7} {:>10}  {:<12} {:<21} {checkpoint}",
+            p.pipeline,
+            when,
+            state,
+            reqs,
+            rows,
+            age(p.freshness_secs),
+            if p.due.runs() {
+                format!("now: {}", p.due)
+            } else {
+                ts(p.next_run_at)
+            }
+        )?;
+        if let Some(r) = p.last_run.as_ref().filter(|r| r.shortfall > 0) {
+            writeln!(
+                out,
+                "{:<16} ! incomplete: {} record(s) the service counts are not stored; the next run fetches them",
+                "", r.shortfall
+            )?;
+        }
+        if let Some(error) = p.last_run.as_ref().and_then(|r| r.error.as_deref()) {
+            writeln!(out, "{:<16} ! {}", "", shorten(error))?;
+        }
+        if let Some(b) = &p.backfill {
+            writeln!(out, "{:<16} backfill {}", "", backfill_text(b, &status.quota))?;
+        }
+        if !p.not_served.is_empty() {
+            let companies: Vec<String> = p
+                .not_served
+                .iter()
+                .map(|(company, at)| format!("{company} (404 at {})", ts(at.parse().ok())))
+                .collect();
+            writeln!(
+                out,
+                "{:<16} not served: {}; asked again a day after",
+                "",
+                companies.join(", ")
+            )?;
+        }
+    }
+    writeln!(out)?;
+    if status.quota.is_empty() {
+        writeln!(out, "quota     not seen yet")?;
+    }
+    for q in &status.quota {
+        writeln!(
+            out,
+            "quota     key {}: {} of {} left in the {} window (resets {}); {} of {} left this minute; seen {}",
+            q.key_id,
+            q.remaining.map_or("?".into(), |n| n.to_string()),
+            q.limit.map_or("?".into(), |n| n.to_string()),
+            q.window.as_deref().unwrap_or("quota"),
+            ts(q.reset_at),
+            q.rate_remaining.map_or("?".into(), |n| n.to_string()),
+            q.rate_limit.map_or("?".into(), |n| n.to_string()),
+            ts(Some(q.observed_at)),
+        )?;
+    }
+    Ok(())
+}
+
+/// `reached 2026-10-01; 600 of 4000 records (15%); 3400 left, 17 requests
+/// (at the plan's 250 a day: about 1 days, if it had them all)`, or complete.
+fn backfill_text(b: &BackfillStatus, quota: &[QuotaStatus]) -> String {
+    if b.complete {
+        return "complete: everything the service serves is stored".into();
+    }
+    let mut text = b.reached.map_or_else(|| "started".into(), |d| format!("reached {d}"));
+    if let Some(share) = &b.share {
+        let percent = (share.done * 100).checked_div(share.total).unwrap_or(100);
+        text.push_str(&format!(
+            "; {} of {} {} ({percent}%)",
+            share.done, share.total, share.unit
+        ));
+    }
+    if let (Some(records), Some(requests)) = (b.records_left, b.requests_left) {
+        text.push_str(&format!("; {records} left, {requests} requests"));
+        if let Some((limit, window)) = quota
+            .first()
+            .and_then(|q| Some((u64::try_from(q.limit?).ok()?, q.window.clone()?)))
+        {
+            let windows = requests.div_ceil(limit.max(1));
+            text.push_str(&format!(
+                " (at the plan's {limit} a {window}: about {windows} {window}s, if it had them all)"
+            ));
+        }
+    }
+    text
+}
+
+fn shorten(text: &str) -> String {
+    const MAX: usize = 90;
+    if text.chars().count() <= MAX {
+        text.to_owned()
+    } else {
+        format!("{}...", text.chars().take(MAX).collect::<String>())
+    }
+}

@@ -1,0 +1,734 @@
+//! One sync run: pipelines in priority order, each fetching what the planner says
+//! is due, mapping records to batches, and committing rows with their checkpoint.
+//!
+//! A failing pipeline is recorded and the next one runs; a refused key or an
+//! exhausted quota stops the run, since every further request would fail too.
+
+mod commit;
+mod index;
+mod layers;
+mod ledger;
+mod packed;
+mod parts;
+mod per_country;
+mod report;
+mod stream;
+mod tape;
+mod texts;
+mod universe;
+mod unserved;
+mod windows;
+
+use chrono::NaiveDate;
+use futures::{FutureExt, StreamExt};
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::feeds::{Fetch, PerCompany, ReadSingle};
+use crate::pipeline::Pipeline;
+use crate::planner;
+use crate::records::Rows;
+use crate::sink::{Checkpoint, SinkError, SinkHandle};
+use crate::upstream::{Access, Client, UpstreamError, encode};
+
+use self::commit::{FetchedTx, goes_on, send_fetched, unless_cancelled};
+pub use self::report::{PipelineOutcome, PipelineSummary, QuotaLeft, RunStatus, RunSummary, Shortfall, SyncReport};
+pub use self::stream::StreamReport;
+use self::unserved::{NotServed, found_for};
+pub use self::windows::PENDING_LOOKBACK_DAYS;
+pub use crate::bookkeeping::{
+    BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, NO_MANDATE, NOT_SERVED, RESUMES, STREAM_PARTITION, TapeBackfill,
+};
+pub use crate::error::SyncError;
+
+/// Rounds of a run in which pipelines cut by their share of the quota get
+/// what is left over.
+const MOST_ROUNDS: usize = 3;
+
+/// Everything a run needs, wired by the caller.
+pub struct Syncer {
+    pub config: Config,
+    pub client: Client,
+    pub sink: SinkHandle,
+    pub clock: Clock,
+}
+
+/// A configured company identifier and the canonical key it resolved to.
+#[derive(Debug, Clone)]
+struct Member {
+    key: String,
+}
+
+/// What a pipeline body reports back.
+#[derive(Default)]
+struct Progress {
+    rows_written: u64,
+    quarantined: u64,
+    /// Problems that did not stop the pipeline (it ends `partial`).
+    problems: Vec<String>,
+    /// A backfill stopped to leave the quota to the fresh polls still due.
+    backfill_paused: bool,
+    /// Answers that could not be read, to quarantine; the pipeline went on
+    /// with its other companies.
+    unreadable: Vec<crate::records::Quarantined>,
+    /// Where the service counted more than the warehouse got.
+    shortfalls: Vec<Shortfall>,
+    /// Companies the route answered 404 for this run: remembered, and not
+    /// by themselves a reason to end `partial`.
+    not_served: Vec<NotServed>,
+    /// Companies not asked this run: the route answered 404 within a day.
+    not_served_resting: Vec<String>,
+}
+
+impl Progress {
+    fn absorb(&mut self, other: Progress) {
+        self.rows_written += other.rows_written;
+        self.quarantined += other.quarantined;
+        self.problems.extend(other.problems);
+        self.backfill_paused |= other.backfill_paused;
+        self.unreadable.extend(other.unreadable);
+        self.shortfalls.extend(other.shortfalls);
+        self.not_served.extend(other.not_served);
+        self.not_served_resting.extend(other.not_served_resting);
+    }
+}
+
+const UNIVERSE_PIPELINE: &str = "companies";
+
+impl Syncer {
+    /// A syncer for the service at `base_url` with `key`, writing to
+    /// `warehouse` (held as `holder`); the rest of `config` as given. For the
+    /// demo, the tests and the benchmarks, which run against an emulator.
+    ///
+    /// # Errors
+    /// A malformed key, or a warehouse that cannot be opened.
+    pub async fn at(
+        base_url: &str,
+        key: &str,
+        mut config: Config,
+        warehouse: &std::path::Path,
+        clock: Clock,
+        holder: &str,
+    ) -> Result<Syncer, SyncError> {
+        config.upstream.base_url = base_url.to_owned();
+        config.upstream.api_key_file = None;
+        config.warehouse.duckdb = warehouse.to_owned();
+        let key = crate::config::ApiKey::parse(key, "the emulator's key")?;
+        let client = Client::new(&config.upstream, Some(key), clock.clone())
+            .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
+        let sink = SinkHandle::open_configured(&config.warehouse, holder).await?;
+        Ok(Syncer {
+            config,
+            client,
+            sink,
+            clock,
+        })
+    }
+
+    fn new_run_id(&self) -> String {
+        let now = self.clock.now();
+        format!(
+            "{}-{:06x}",
+            now.format("%Y%m%dT%H%M%SZ"),
+            rand::random::<u32>() & 0xff_ffff
+        )
+    }
+
+    /// Runs `pipelines` once, in the order given; when the quota left is
+    /// known to fall short of what they need, in the fair order instead
+    /// ([`planner::fair_order`]). While what is left cannot cover the least
+    /// the pipelines still to run need, each takes an equal share of it
+    /// with those after it; pipelines cut by their share get what is left
+    /// over, in further rounds.
+    ///
+    /// # Errors
+    /// A refused key or exhausted quota stops the run at once; other pipeline
+    /// failures are returned after every pipeline had its turn.
+    pub async fn run_once(&self, pipelines: &[Pipeline]) -> (SyncReport, Result<(), SyncError>) {
+        let run_id = self.new_run_id();
+        let mut report = SyncReport {
+            run_id: run_id.clone(),
+            outcomes: Vec::new(),
+            deferred: Vec::new(),
+        };
+        if let Err(e) = self.load_quota_ledger().await {
+            return (report, Err(e.into()));
+        }
+        let mut queue: Vec<&Pipeline> = match self.short_of_quota(pipelines).await {
+            Some(fair) => fair,
+            None => pipelines.iter().collect(),
+        };
+        let mut universe: Option<Vec<Member>> = None;
+        let mut failed = Vec::new();
+        let (companies, countries) = (
+            self.config.universe.companies.len() as u64,
+            self.config.universe.countries.len() as u64,
+        );
+        for round in 1..=MOST_ROUNDS {
+            let mut cut = Vec::new();
+            for (index, &pipeline) in queue.iter().enumerate() {
+                let later = &queue[index + 1..];
+                let least = |p: &Pipeline| p.feed.fetch.least_requests(companies, countries);
+                let later_least: u64 = later.iter().map(|p| least(p)).sum();
+                // A backfill spends what the quota leaves after the fresh polls
+                // of the pipelines still to run.
+                self.client.keep_for_fresh(later_least);
+                self.client
+                    .share_quota((queue.len() > 1).then_some((later.len() as u64 + 1, least(pipeline) + later_least)));
+                let (outcome, stop) = match self.run_turn(pipeline, &run_id, &mut universe).await {
+                    Ok(turn) => turn,
+                    Err(e) => return (report, Err(e)),
+                };
+                report.outcomes.push(outcome);
+                match stop {
+                    Some((true, SyncError::BudgetSpent { limit })) => {
+                        report.deferred = later.iter().map(|p| p.name.clone()).collect();
+                        tracing::warn!(
+                            message = "Request budget spent; later pipelines deferred to the next run.",
+                            limit,
+                            deferred = ?report.deferred
+                        );
+                        break;
+                    }
+                    Some((true, SyncError::Interrupted)) => {
+                        report.deferred = later.iter().map(|p| p.name.clone()).collect();
+                        return (report, Err(SyncError::Interrupted));
+                    }
+                    Some((true, e)) => return (report, Err(e)),
+                    Some((false, SyncError::ShareSpent { .. })) => cut.push(pipeline),
+                    Some((false, e)) => failed.push(format!("{} ({e})", pipeline.name)),
+                    None => {}
+                }
+            }
+            self.client.share_quota(None);
+            if cut.is_empty() || !report.deferred.is_empty() {
+                break;
+            }
+            tracing::info!(
+                message = "Pipelines cut by their share of the quota get what is left over.",
+                round = round + 1,
+                pipelines = ?cut.iter().map(|p| p.name.as_str()).collect::<Vec<_>>()
+            );
+            queue = cut;
+        }
+        if failed.is_empty() {
+            (report, Ok(()))
+        } else {
+            (
+                report,
+                Err(SyncError::PipelinesFailed {
+                    failed: failed.len(),
+                    names: failed.join(", "),
+                }),
+            )
+        }
+    }
+
+    /// `pipelines` (all that are enabled, so that shares are whole) with
+    /// their `auto` schedules derived from the quota and what the run log
+    /// measured ([`crate::plan::derive_schedules`]); `timer_minutes` for
+    /// `sync --once` under a timer.
+    ///
+    /// # Errors
+    /// When the bookkeeping tables cannot be read.
+    pub async fn schedules(
+        &self,
+        pipelines: &[Pipeline],
+        timer_minutes: Option<u32>,
+    ) -> Result<Vec<Pipeline>, SyncError> {
+        if !pipelines.iter().any(|p| p.auto) {
+            return Ok(pipelines.to_vec());
+        }
+        let config = self.config.clone();
+        self.read_bookkeeping(pipelines, move |_, reader, pipelines, now| {
+            crate::plan::derive_schedules(&config, pipelines, Some(reader), timer_minutes, now)
+        })
+        .await
+    }
+
+    /// Whether the daemon connects the live stream of `pipelines`, and why
+    /// ([`crate::plan::stream_of`]).
+    ///
+    /// # Errors
+    /// When the bookkeeping tables cannot be read.
+    pub async fn stream_plan(&self, pipelines: &[Pipeline]) -> Result<Option<crate::plan::StreamForecast>, SyncError> {
+        let config = self.config.clone();
+        self.read_bookkeeping(pipelines, move |_, reader, pipelines, now| {
+            crate::plan::stream_of(&config, pipelines, Some(reader), None, now)
+        })
+        .await
+    }
+
+    /// Whether each of `pipelines` is due now, and why: what `sync --once`
+    /// runs by default.
+    ///
+    /// # Errors
+    /// When the bookkeeping tables cannot be read.
+    pub async fn due(&self, pipelines: &[Pipeline]) -> Result<Vec<planner::Due>, SyncError> {
+        self.read_bookkeeping(pipelines, |_, reader, pipelines, now| {
+            crate::status::due(reader, pipelines, now)
+        })
+        .await
+    }
+
+    /// The status of `pipelines` as the warehouse holds it now, read on the
+    /// writer's own connection: what a run's summary reports after the run.
+    ///
+    /// # Errors
+    /// When the bookkeeping tables cannot be read.
+    pub async fn status(&self, pipelines: &[Pipeline]) -> Result<crate::status::Status, SyncError> {
+        self.read_bookkeeping(pipelines, |path, reader, pipelines, now| {
+            crate::status::of(path, None, Some(reader), pipelines, now)
+        })
+        .await
+    }
+
+    async fn read_bookkeeping<T: Send + 'static>(
+        &self,
+        pipelines: &[Pipeline],
+        read: impl FnOnce(
+            &std::path::Path,
+            &crate::sink::duckdb::reader::BookkeepingReader,
+            &[Pipeline],
+            chrono::DateTime<chrono::Utc>,
+        ) -> Result<T, SyncError>
+        + Send
+        + 'static,
+    ) -> Result<T, SyncError> {
+        let (pipelines, now) = (pipelines.to_vec(), self.clock.now());
+        self.sink
+            .call(move |s| {
+                let conn = s
+                    .reading_connection()
+                    .map_err(|e| SyncError::Other(format!("reading the run log: {e}")))?;
+                let reader = crate::sink::duckdb::reader::BookkeepingReader::on(conn);
+                read(s.path(), &reader, &pipelines, now)
+            })
+            .await?
+    }
+
+    /// One pipeline's turn in a run, recorded in the run log: its outcome,
+    /// and the error that ended it early, with whether the run stops there.
+    async fn run_turn(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        universe: &mut Option<Vec<Member>>,
+    ) -> Result<(PipelineOutcome, Option<(bool, SyncError)>), SyncError> {
+        let started_at = self.clock.now();
+        let sent_before = self.client.requests_sent();
+        tracing::info!(message = "Pipeline started.", pipeline = %pipeline.name, %run_id);
+        let tracker = crate::progress::Tracker::start(&pipeline.name);
+        let rows_before = crate::metrics::rows_committed();
+        let result = {
+            let run = self.run_pipeline(pipeline, run_id, universe);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    done = &mut run => break done,
+                    () = tracker.tick() => tracker.show(
+                        self.client.requests_sent() - sent_before,
+                        crate::metrics::rows_committed() - rows_before,
+                    ),
+                }
+            }
+        };
+        tracker.finish();
+        let requests = self.client.requests_sent() - sent_before;
+        let (mut progress, failure) = match result {
+            Ok(p) => (p, None),
+            Err((p, e)) => (p, Some(e)),
+        };
+        // Answers that could not be read go to quarantine whatever ended the
+        // pipeline: nothing the service sent is dropped unseen.
+        let mut unreadable = std::mem::take(&mut progress.unreadable);
+        if let Some(SyncError::Unreadable(q)) = &failure {
+            unreadable.push((**q).clone());
+        }
+        let unreadable_count = unreadable.len();
+        let first_unreadable = unreadable.first().map(|q| format!("{}: {}", q.route, q.error));
+        if !unreadable.is_empty() {
+            self.quarantine_bodies(run_id, unreadable, &mut progress).await?;
+        }
+        let shortfall: u64 = progress.shortfalls.iter().map(Shortfall::missing).sum();
+        let (status, progress, error, stop) = match (failure, first_unreadable) {
+            (None, Some(first)) => {
+                let e = SyncError::UnreadableParts {
+                    count: unreadable_count,
+                    first,
+                };
+                let mut notes = vec![e.to_string()];
+                notes.extend(progress.problems.iter().cloned());
+                notes.extend(progress.shortfalls.iter().map(ToString::to_string));
+                (RunStatus::Partial, progress, Some(notes.join("; ")), Some((false, e)))
+            }
+            (None, None)
+                if progress.problems.is_empty()
+                    && progress.quarantined == 0
+                    && progress.shortfalls.is_empty()
+                    && !progress.backfill_paused =>
+            {
+                (RunStatus::Ok, progress, None, None)
+            }
+            // Partial, so that `sync --once` runs it again next time.
+            (None, None)
+                if progress.problems.is_empty() && progress.quarantined == 0 && progress.shortfalls.is_empty() =>
+            {
+                let why = format!(
+                    "backfill paused: the quota left is kept for the fresh polls of the pipelines still to run; {RESUMES}"
+                );
+                (RunStatus::Partial, progress, Some(why), None)
+            }
+            (None, None) => {
+                let mut problems = progress.problems.clone();
+                problems.extend(progress.shortfalls.iter().map(ToString::to_string));
+                if progress.quarantined > 0 {
+                    problems.push(format!("{} record(s) quarantined", progress.quarantined));
+                }
+                (RunStatus::Partial, progress, Some(problems.join("; ")), None)
+            }
+            (Some(e), _) => {
+                let status = match &e {
+                    SyncError::QuotaExhausted { .. } => RunStatus::QuotaExhausted,
+                    SyncError::BudgetSpent { .. } | SyncError::ShareSpent { .. } => RunStatus::Partial,
+                    SyncError::Interrupted => RunStatus::Interrupted,
+                    _ => RunStatus::Failed,
+                };
+                let stop = matches!(
+                    e,
+                    SyncError::QuotaExhausted { .. }
+                        | SyncError::Unauthenticated(_)
+                        | SyncError::Misdirected(_)
+                        | SyncError::Interrupted
+                        | SyncError::BudgetSpent { .. }
+                );
+                let mut message = e.to_string();
+                for more in progress.shortfalls.iter().map(ToString::to_string) {
+                    message.push_str("; ");
+                    message.push_str(&more);
+                }
+                (status, progress, Some(message), Some((stop, e)))
+            }
+        };
+        let outcome = PipelineOutcome {
+            pipeline: pipeline.name.clone(),
+            status,
+            requests,
+            rows_written: progress.rows_written,
+            quarantined: progress.quarantined,
+            shortfall,
+            unreadable: unreadable_count as u64,
+            not_served: progress
+                .not_served
+                .iter()
+                .map(|n| format!("{}: 404 {} (asked again in a day)", n.route, n.message))
+                .chain(
+                    progress
+                        .not_served_resting
+                        .iter()
+                        .map(|c| format!("{c}: not asked, the route answered 404 within a day")),
+                )
+                .collect(),
+            error,
+        };
+        crate::metrics::pipeline_run(&pipeline.name, &outcome.status.to_string(), self.clock.now());
+        crate::metrics::shortfall(&pipeline.name, shortfall, unreadable_count as u64);
+        tracing::info!(
+            message = "Pipeline finished.",
+            pipeline = %pipeline.name,
+            status = %outcome.status,
+            requests,
+            rows_written = outcome.rows_written
+        );
+        self.record_run(run_id, &outcome, started_at).await?;
+        Ok((outcome, stop))
+    }
+
+    async fn run_pipeline(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        universe: &mut Option<Vec<Member>>,
+    ) -> Result<Progress, (Progress, SyncError)> {
+        let mut progress = Progress::default();
+        let result = match &pipeline.feed.fetch {
+            Fetch::Single(read) => self.run_single(pipeline, *read, run_id, &mut progress).await,
+            Fetch::Cursor(tape) => self.run_tape(pipeline, tape, run_id, &mut progress).await,
+            Fetch::OffsetWindows(windows) => self.run_windows(pipeline, windows, run_id, &mut progress).await,
+            Fetch::Layers(layers) => self.run_layers(pipeline, layers, run_id, &mut progress).await,
+            Fetch::PerCountry(per_country) => self.run_per_country(pipeline, per_country, run_id, &mut progress).await,
+            Fetch::Universe(_)
+            | Fetch::PerCompany(_)
+            | Fetch::CompanyCursor(_)
+            | Fetch::CompanyIndex(_)
+            | Fetch::ParentTexts(_)
+            | Fetch::DocumentsAndSections(_) => self.run_members(pipeline, run_id, universe, &mut progress).await,
+        };
+        match result {
+            Ok(()) => Ok(progress),
+            Err(e) => Err((progress, e)),
+        }
+    }
+
+    /// One request, its rows committed with the cursor the feed read from it.
+    async fn run_single(
+        &self,
+        pipeline: &Pipeline,
+        read: ReadSingle,
+        run_id: &str,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let route = pipeline.route.clone();
+        let access = if pipeline.auth() { Access::Key } else { Access::Public };
+        let fetched = self
+            .client
+            .get(&route, access, |body| {
+                let mut rows = Rows::new(run_id, &route, self.clock.now());
+                let cursor = read(&mut rows, body)?;
+                Ok((rows, cursor))
+            })
+            .await
+            .map_err(upstream_error)?;
+        let (rows, cursor) = fetched.value;
+        let checkpoint = Checkpoint {
+            pipeline: pipeline.name.clone(),
+            partition: String::new(),
+            cursor,
+        };
+        self.commit(run_id, rows, Some(checkpoint), progress).await?;
+        Ok(())
+    }
+
+    /// Commits bodies that could not be read to `_sync_quarantine`, with
+    /// the request log so far.
+    async fn quarantine_bodies(
+        &self,
+        run_id: &str,
+        bodies: Vec<crate::records::Quarantined>,
+        progress: &mut Progress,
+    ) -> Result<(), SinkError> {
+        let mut rows = Rows::new(run_id, "", self.clock.now());
+        rows.quarantined = bodies;
+        self.commit(run_id, rows, None, progress).await
+    }
+
+    pub(super) async fn checkpoints_of(
+        &self,
+        pipeline: &Pipeline,
+    ) -> Result<std::collections::HashMap<String, crate::sink::StoredCheckpoint>, SyncError> {
+        let name = pipeline.name.clone();
+        Ok(self.sink.call(move |s| s.checkpoints(&name)).await??)
+    }
+
+    /// Pipelines that go company by company: the universe resolved once per
+    /// run, then the least recently synced companies first.
+    async fn run_members(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        universe: &mut Option<Vec<Member>>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        if pipeline.resolves_universe() {
+            *universe = Some(
+                self.resolve_universe(run_id, Some(&pipeline.schedule), progress)
+                    .await?,
+            );
+            return Ok(());
+        }
+        if universe.is_none() {
+            *universe = Some(self.resolve_universe(run_id, None, progress).await?);
+        }
+        let checkpoints = self.checkpoints_of(pipeline).await?;
+        // A company the route answered 404 for is asked again only a day later.
+        let now = self.clock.now();
+        let (members, resting) = unserved::resting(universe.clone().unwrap_or_default(), &checkpoints, now);
+        for m in &resting {
+            tracing::info!(message = "The route answered 404 for this company within a day; not asked again yet.", pipeline = %pipeline.name, company = %m.key);
+        }
+        progress.not_served_resting = resting.into_iter().map(|m| m.key).collect();
+        let members = planner::stalest_first(members, |m| checkpoints.get(&m.key).map(|c| c.updated_at));
+        let result = self
+            .run_member_engine(pipeline, run_id, members, checkpoints, progress)
+            .await;
+        // Each 404 remembered, whatever ended the run.
+        let remembered = unserved::remembered(pipeline, progress, now);
+        if !remembered.is_empty() {
+            self.commit_pages(run_id, Vec::new(), remembered, progress, false)
+                .await?;
+        }
+        result
+    }
+
+    /// The engine of a pipeline that goes company by company, over `members`.
+    async fn run_member_engine(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        members: Vec<Member>,
+        checkpoints: std::collections::HashMap<String, crate::sink::StoredCheckpoint>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        match &pipeline.feed.fetch {
+            Fetch::CompanyCursor(tape) => self.run_company_tapes(pipeline, tape, run_id, members, progress).await,
+            Fetch::CompanyIndex(index) => self.run_company_index(pipeline, index, run_id, members, progress).await,
+            Fetch::ParentTexts(texts) => self.run_parent_texts(pipeline, texts, run_id, members, progress).await,
+            Fetch::DocumentsAndSections(parts) => {
+                self.run_document_parts(pipeline, parts, run_id, members, progress)
+                    .await
+            }
+            Fetch::PerCompany(per_company) => {
+                self.run_per_company(pipeline, per_company, run_id, members, checkpoints, progress)
+                    .await
+            }
+            // Resolved by `run_members` before any company is asked.
+            Fetch::Universe(_) => Ok(()),
+            Fetch::Single(_) | Fetch::Cursor(_) | Fetch::OffsetWindows(_) | Fetch::Layers(_) | Fetch::PerCountry(_) => {
+                Err(SyncError::Other(format!(
+                    "pipeline {}: its engine does not go company by company",
+                    pipeline.name
+                )))
+            }
+        }
+    }
+
+    /// One request per company, its rows committed with the company's checkpoint.
+    async fn run_per_company(
+        &self,
+        pipeline: &Pipeline,
+        feed: &PerCompany,
+        run_id: &str,
+        members: Vec<Member>,
+        checkpoints: std::collections::HashMap<String, crate::sink::StoredCheckpoint>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let today = self.clock.now().date_naive();
+        let read = feed.read;
+        let recheck = chrono::Duration::days(i64::from(pipeline.params.recheck_days.unwrap_or(30)));
+        // A company the service said has none of this data is not asked again until the recheck is
+        // due.
+        let members: Vec<Member> = members
+            .into_iter()
+            .filter(|m| {
+                let since = checkpoints
+                    .get(&m.key)
+                    .and_then(|c| c.cursor.strip_prefix(NO_MANDATE))
+                    .and_then(|d| d.parse::<NaiveDate>().ok());
+                since.is_none_or(|d| today - d >= recheck)
+            })
+            .collect();
+        // Requests run `concurrency` at a time, sharing one rate budget; their
+        // results are committed one by one in member order.
+        let requests: Vec<(String, String, Option<NaiveDate>)> = members
+            .iter()
+            .map(|member| {
+                let path = pipeline.route.replace("{company}", &encode(&member.key));
+                let (route, partial) = match feed.query {
+                    Some(query) => {
+                        let last = checkpoints
+                            .get(&member.key)
+                            .and_then(|c| c.cursor.parse::<NaiveDate>().ok());
+                        (format!("{path}?{}", query(last, today, &pipeline.params)), last)
+                    }
+                    None => (path, None),
+                };
+                (member.key.clone(), route, partial)
+            })
+            .collect();
+        // Each request's future is made when its turn comes: made up front, two
+        // thousand companies' futures held 10 MiB until the last was committed
+        //. Boxed, the run future is proven
+        // Send over the lazy adapter (rust-lang/rust#102211).
+        let fetch = move |(key, route, partial): (String, String, Option<NaiveDate>)| {
+            async move {
+                let fetched = self
+                    .client
+                    .get(&route, Access::Key, |body| {
+                        let mut rows = Rows::new(run_id, &route, self.clock.now());
+                        let newest = read(&mut rows, body, &key)?;
+                        Ok((rows, newest))
+                    })
+                    .await;
+                (key, partial, fetched)
+            }
+            .boxed()
+        };
+        let concurrency = self.config.upstream.concurrency;
+        let absent_on_404 = feed.absent_on_404;
+        self.commit_as_fetched(run_id, progress, self.policy().company_group, |done| async move {
+            let mut noted = Progress::default();
+            let mut results = futures::stream::iter(requests).map(fetch).buffered(concurrency);
+            while let Some((key, partial, fetched)) = results.next().await {
+                let ready = if absent_on_404 && let Err(UpstreamError::NotFound { .. }) = &fetched {
+                    let checkpoint = Checkpoint {
+                        pipeline: pipeline.name.clone(),
+                        partition: key,
+                        cursor: format!("{NO_MANDATE}{today}"),
+                    };
+                    Ok((Rows::new(run_id, &pipeline.route, self.clock.now()), vec![checkpoint]))
+                } else {
+                    match found_for(fetched, &mut noted, &key) {
+                        Ok(Some((rows, newest))) => {
+                            let checkpoint = Checkpoint {
+                                pipeline: pipeline.name.clone(),
+                                partition: key,
+                                cursor: newest.max(partial).map(|d| d.to_string()).unwrap_or_default(),
+                            };
+                            Ok((rows, vec![checkpoint]))
+                        }
+                        Ok(None) => continue,
+                        Err(e) => Err(e),
+                    }
+                };
+                if !send_fetched(&done, ready).await {
+                    break;
+                }
+            }
+            noted
+        })
+        .await
+    }
+}
+
+/// A member's 404 is noted (the pipeline ends `partial`) and skipped, and
+/// so is an answer that could not be read (quarantined; the run fails once
+/// the other members had their turn); any other failure stops the pipeline.
+fn found<T>(
+    fetched: Result<crate::upstream::Fetched<T>, UpstreamError>,
+    progress: &mut Progress,
+) -> Result<Option<T>, SyncError> {
+    match fetched {
+        Ok(f) => Ok(Some(f.value)),
+        Err(UpstreamError::NotFound { route, message }) => {
+            progress.problems.push(format!("{route}: 404 {message}"));
+            Ok(None)
+        }
+        Err(e @ UpstreamError::Unreadable { .. }) => {
+            if let SyncError::Unreadable(q) = upstream_error(e) {
+                progress.unreadable.push(*q);
+            }
+            Ok(None)
+        }
+        Err(e) => Err(upstream_error(e)),
+    }
+}
+
+fn upstream_error(e: UpstreamError) -> SyncError {
+    match e {
+        UpstreamError::Unreadable { route, message, body } => {
+            tracing::error!(message = "The service's answer could not be read; kept in quarantine.", %route, error = %message);
+            SyncError::Unreadable(Box::new(crate::records::Quarantined {
+                route,
+                record: String::from_utf8_lossy(&body).into_owned(),
+                error: format!("unreadable response: {message}"),
+            }))
+        }
+        UpstreamError::Unauthenticated { .. } => SyncError::Unauthenticated(e.to_string()),
+        UpstreamError::Redirected { .. } => SyncError::Misdirected(e.to_string()),
+        UpstreamError::Stopped => SyncError::Interrupted,
+        UpstreamError::QuotaExhausted { .. } => SyncError::QuotaExhausted { message: e.to_string() },
+        UpstreamError::BudgetSpent { limit } => SyncError::BudgetSpent { limit },
+        UpstreamError::ShareSpent { cap } => SyncError::ShareSpent { cap },
+        other => SyncError::Other(other.to_string()),
+    }
+}

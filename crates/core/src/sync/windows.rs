@@ -1,0 +1,446 @@
+//! The offset-windows engine ([`Fetch::OffsetWindows`](crate::feeds::Fetch::OffsetWindows)):
+//! a market-wide list filtered by date, read in windows as wide as the
+//! service's order allows, so a sparse stretch of years costs a page and a
+//! busy day is paged. Each run reads what is fresh first (oldest first, from
+//! the last day read to today), then backfills newest first toward the
+//! horizon (none by default: everything the service serves).
+//!
+//! Pages overlap by one record: the first record of a page must be the last
+//! of the one before, or the list moved under the reader (a filing landed
+//! inside the window) and the window starts again from the last day known
+//! complete. Arrivals at the head of an oldest-first read only lengthen it.
+
+use chrono::{Duration, NaiveDate};
+
+use super::{Progress, Shortfall, SyncError, Syncer, upstream_error};
+use crate::bookkeeping::{BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, PENDING_PARTITION};
+use crate::feeds::Windows;
+use crate::pipeline::Pipeline;
+use crate::records::Rows;
+use crate::sink::Checkpoint;
+use crate::upstream::Access;
+
+/// How far back a stored record still pending (a gated headline) pulls the
+/// next window: the service fills it in within hours.
+pub const PENDING_LOOKBACK_DAYS: i64 = 7;
+/// Hours between those re-reads: a gated headline costs at most four
+/// re-reads of its days a day, not one at every run.
+const PENDING_RECHECK_HOURS: i64 = 6;
+/// Times one read may start again because the list moved under it.
+const MOST_RESTARTS: u32 = 8;
+
+/// Which way a read goes, and which checkpoint it moves.
+#[derive(Clone, Copy, PartialEq)]
+enum Direction {
+    /// Oldest first up to today; the checkpoint is the last day read whole.
+    Fresh,
+    /// Newest first down to the horizon; the checkpoint is the oldest day
+    /// from which everything later is stored.
+    Backfill,
+}
+
+/// A page mapped to rows.
+struct WindowRows {
+    rows: Rows,
+    records: Vec<(String, Option<NaiveDate>)>,
+    total: Option<u64>,
+    limit: Option<u64>,
+    /// The body's hash: a page that repeats the one before it ignored the offset.
+    digest: u64,
+}
+
+impl Syncer {
+    pub(super) async fn run_windows(
+        &self,
+        pipeline: &Pipeline,
+        feed: &Windows,
+        run_id: &str,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let checkpoints = self.checkpoints_of(pipeline).await?;
+        let today = self.clock.now().date_naive();
+        let horizon = pipeline.params.horizon(self.clock.now()).map(|h| h.date_naive());
+        let fresh = checkpoints
+            .get("")
+            .map(|c| (ReadPosition::parse(&c.cursor, today), c.cursor.contains('@')));
+        let read_through = fresh.as_ref().map(|(p, _)| p.from);
+        let backfilled = checkpoints.get(BACKFILL_PARTITION).map(|c| c.cursor.clone());
+        if let Some((position, exact)) = fresh {
+            // Where the last read stopped; from the oldest day still
+            // pending instead, so its record is read again.
+            let lookback = today - Duration::days(PENDING_LOOKBACK_DAYS);
+            let (stored, pending) = (feed.stored, feed.pending);
+            let now = self.clock.now();
+            let rechecked = checkpoints
+                .get(PENDING_PARTITION)
+                .and_then(|c| c.cursor.parse::<chrono::DateTime<chrono::Utc>>().ok());
+            let pending = if rechecked.is_none_or(|at| now - at >= Duration::hours(PENDING_RECHECK_HOURS)) {
+                self.sink
+                    .call(move |s| s.earliest_pending(stored, pending, lookback))
+                    .await??
+            } else {
+                None
+            };
+            let (from, start) = match (pending, position.last) {
+                // Everything dated before the last record read was read:
+                // from its day, or the pending one if older.
+                (Some(day), Some(last)) => (day.min(last.date), None),
+                (Some(day), None) => (day.min(position.from), None),
+                (None, Some(last)) => (position.from, Some(last)),
+                (None, None) if exact => (position.from, None),
+                // A bare day was read through: from the day before it.
+                (None, None) => (position.from - Duration::days(1), None),
+            };
+            self.read_window(
+                pipeline,
+                feed,
+                run_id,
+                Direction::Fresh,
+                false,
+                Some(from),
+                today,
+                start,
+                progress,
+            )
+            .await?;
+            if pending.is_some() {
+                let checkpoint = Checkpoint {
+                    pipeline: pipeline.name.clone(),
+                    partition: PENDING_PARTITION.into(),
+                    cursor: now.to_rfc3339(),
+                };
+                self.commit_pages(run_id, Vec::new(), vec![checkpoint], progress, false)
+                    .await?;
+            }
+        }
+        // A first run backfills from today; a warehouse from before the
+        // backfill checkpoint existed, from the day it had read through.
+        let oldest = match (backfilled.as_deref(), read_through) {
+            (Some(BACKFILL_COMPLETE), _) => return Ok(()),
+            (Some(cursor), _) => Backfill::parse(cursor).map(|b| b.reached),
+            (None, Some(done)) => Some(done),
+            (None, None) => today.succ_opt(),
+        };
+        let Some(to) = oldest.and_then(|d| d.pred_opt()) else {
+            return Ok(());
+        };
+        if horizon.is_some_and(|h| to < h) {
+            return Ok(());
+        }
+        let first_run = read_through.is_none();
+        self.read_window(
+            pipeline,
+            feed,
+            run_id,
+            Direction::Backfill,
+            first_run,
+            horizon,
+            to,
+            None,
+            progress,
+        )
+        .await
+    }
+
+    /// Reads every record dated `from` to `to`, a page at a time, each page
+    /// committed with how far the read is known complete.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_window(
+        &self,
+        pipeline: &Pipeline,
+        feed: &Windows,
+        run_id: &str,
+        direction: Direction,
+        first_run: bool,
+        mut from: Option<NaiveDate>,
+        mut to: NaiveDate,
+        start: Option<LastRead>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let mut limit = pipeline.params.page_limit.unwrap_or(200);
+        let newest_first = direction == Direction::Backfill;
+        let read = feed.read;
+        // Where the read is: the offset past the last record read, and that
+        // record (the next page starts with it).
+        let mut offset = start.as_ref().map_or(0, |s| s.offset);
+        let mut last: Option<(String, Option<NaiveDate>)> = start.map(|s| (s.key, Some(s.date)));
+        // Whether every record so far was dated and in date order: only then
+        // does a page tell which days it completes.
+        let mut in_date_order = true;
+        let mut previous_digest = None;
+        let mut restarts = 0;
+        let (first_from, first_to) = (from, to);
+        let mut marks_fresh = first_run.then_some(to);
+        // Records of this read the warehouse cannot count by date: quarantined
+        // or undated. The window's count against the service's total adds them.
+        let mut unplaced = 0u64;
+        loop {
+            if direction == Direction::Backfill && !self.client.may_backfill() {
+                progress.backfill_paused = true;
+                return Ok(());
+            }
+            let asked = if last.is_some() { offset - 1 } else { offset };
+            let route = format!(
+                "{}?{}",
+                pipeline.route,
+                (feed.query)(from, to, newest_first, limit, asked)
+            );
+            let fetched = self
+                .client
+                .get(&route, Access::Key, |body| {
+                    let mut rows = Rows::new(run_id, &route, self.clock.now());
+                    let page = read(&mut rows, body)?;
+                    Ok(WindowRows {
+                        rows,
+                        records: page.records,
+                        total: page.total,
+                        limit: page.limit,
+                        digest: {
+                            use std::hash::{Hash, Hasher};
+                            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                            body.hash(&mut hasher);
+                            hasher.finish()
+                        },
+                    })
+                })
+                .await
+                .map_err(upstream_error)?;
+            let page = fetched.value;
+            if !page.records.is_empty() && previous_digest.replace(page.digest) == Some(page.digest) {
+                return Err(SyncError::Other(format!(
+                    "{route}: the service sent the same page for two offsets; stopped rather than page through it again"
+                )));
+            }
+            // An empty page ends the window whatever came before it; the
+            // count below says whether the window is whole.
+            if let Some((key, date)) = &last
+                && let Some((first, _)) = page.records.first()
+                && first != key
+            {
+                // The list moved under the read: again from the last day
+                // known complete (the whole window when dates cannot tell).
+                restarts += 1;
+                if restarts > MOST_RESTARTS {
+                    return Err(SyncError::Other(format!(
+                        "{route}: the list kept moving while it was read ({MOST_RESTARTS} restarts); the next run goes on"
+                    )));
+                }
+                tracing::info!(message = "The list moved while it was read; reading on from the last whole day.", %route);
+                self.commit(run_id, page.rows, None, progress).await?;
+                match (*date, in_date_order, direction) {
+                    (Some(day), true, Direction::Fresh) => from = Some(day),
+                    (Some(day), true, Direction::Backfill) => to = day,
+                    _ => (from, to) = (first_from, first_to),
+                }
+                (offset, last, previous_digest, unplaced) = (0, None, None, 0);
+                continue;
+            }
+            let count = page.records.len() as u64;
+            // The page's first record is the last one read again, by design.
+            let fresh_records = count - u64::from(last.is_some() && count > 0);
+            if count > 0 {
+                offset = asked + count;
+            }
+            unplaced += page
+                .records
+                .iter()
+                .skip(usize::from(last.is_some()))
+                .filter(|(_, date)| date.is_none())
+                .count() as u64;
+            // A service whose pages hold fewer than asked says so in `limit`:
+            // the rest of the read asks for that many.
+            if let Some(served) = page.limit.filter(|&l| l >= 1 && l < u64::from(limit)) {
+                limit = served as u32;
+            }
+            // Each date against the one before it, the last page's last included.
+            let mut previous = last.as_ref().and_then(|l| l.1);
+            for (_, date) in &page.records {
+                in_date_order &= match (*date, previous) {
+                    (None, _) => false,
+                    (Some(d), Some(p)) => {
+                        if newest_first {
+                            d <= p
+                        } else {
+                            d >= p
+                        }
+                    }
+                    (Some(_), None) => true,
+                };
+                previous = *date;
+            }
+            // Only the service says where a window ends: an empty page (past
+            // the overlap) or the offset at its total. A short page is not the end.
+            let done = fresh_records == 0 || page.total.is_some_and(|t| offset >= t);
+            // The window read whole is checked against what the service counts
+            // in it, once this page's rows are in: short, nothing is marked
+            // complete and the next run reads the window again.
+            let mut rows = Some(page.rows);
+            let shortfall = match (done, page.total) {
+                (true, Some(total)) => {
+                    let first_checkpoints: Vec<Checkpoint> = marks_fresh
+                        .take()
+                        .map(|day| fresh_from(pipeline, day))
+                        .into_iter()
+                        .collect();
+                    let page_rows = rows.take().into_iter().collect();
+                    self.commit_pages(run_id, page_rows, first_checkpoints, progress, false)
+                        .await?;
+                    let (stored, window) = (feed.stored, (from, to));
+                    let held = self.sink.call(move |s| s.stored_in_window(stored, window)).await??;
+                    let accounted = held.saturating_add(unplaced);
+                    (accounted < total).then(|| Shortfall {
+                        what: format!(
+                            "records dated {} to {to} ({})",
+                            from.map_or_else(|| "the start".to_owned(), |d| d.to_string()),
+                            pipeline.route
+                        ),
+                        expected: total,
+                        stored: accounted,
+                    })
+                }
+                _ => None,
+            };
+            let cursor = match (done, direction) {
+                // Read again from the window's first day, next run.
+                (true, Direction::Fresh) if shortfall.is_some() => from.map(|from| format!("{from}@")),
+                // The backfill stays where its last page left it.
+                (true, Direction::Backfill) if shortfall.is_some() => None,
+                // Where the next run goes on: this window, past this record.
+                (_, Direction::Fresh) => match (page.records.last().or(last.as_ref()), from) {
+                    (Some((key, Some(date))), Some(from)) => Some(
+                        ReadPosition {
+                            from,
+                            last: Some(LastRead {
+                                offset,
+                                key: key.clone(),
+                                date: *date,
+                            }),
+                        }
+                        .to_string(),
+                    ),
+                    _ if done => Some(to.to_string()),
+                    _ => None,
+                },
+                (true, Direction::Backfill) => Some(from.map_or(BACKFILL_COMPLETE.to_owned(), |d| d.to_string())),
+                // Days past the last record's are read whole, when in order.
+                (false, Direction::Backfill) if in_date_order => page
+                    .records
+                    .last()
+                    .and_then(|r| r.1)
+                    .and_then(|d| d.succ_opt())
+                    .map(|reached| {
+                        Backfill {
+                            reached,
+                            left: page.total.map(|t| t.saturating_sub(offset)),
+                        }
+                        .to_string()
+                    }),
+                (false, Direction::Backfill) => None,
+            };
+            let checkpoint = cursor.map(|cursor| Checkpoint {
+                pipeline: pipeline.name.clone(),
+                partition: match direction {
+                    Direction::Fresh => String::new(),
+                    Direction::Backfill => BACKFILL_PARTITION.into(),
+                },
+                cursor,
+            });
+            let mut checkpoints: Vec<Checkpoint> = checkpoint.into_iter().collect();
+            // A first run's first page is the fresh read too: later runs
+            // read forward from the day it began.
+            if let Some(day) = marks_fresh.take() {
+                checkpoints.push(fresh_from(pipeline, day));
+            }
+            self.commit_pages(run_id, rows.into_iter().collect(), checkpoints, progress, false)
+                .await?;
+            if done {
+                if let Some(shortfall) = shortfall {
+                    tracing::warn!(message = "The window read holds fewer records than the service counts.", %shortfall);
+                    progress.shortfalls.push(shortfall);
+                }
+                return Ok(());
+            }
+            last = page.records.last().cloned();
+        }
+    }
+}
+
+/// The fresh read's checkpoint that reads from `day` next.
+fn fresh_from(pipeline: &Pipeline, day: NaiveDate) -> Checkpoint {
+    Checkpoint {
+        pipeline: pipeline.name.clone(),
+        partition: String::new(),
+        cursor: format!("{day}@"),
+    }
+}
+
+/// The record a fresh read stopped after, and its offset past it in the
+/// window it was read in.
+#[derive(Debug, Clone, PartialEq)]
+struct LastRead {
+    offset: u64,
+    key: String,
+    date: NaiveDate,
+}
+
+/// The fresh read's checkpoint: `2026-11-20@437@2026-11-25@0000320193-26-000123`
+/// (the window's first day, the offset past the last record, its date and
+/// key), `2026-11-25@` (read from that day next), or a bare day read
+/// through (warehouses from before).
+#[derive(Debug, Clone, PartialEq)]
+struct ReadPosition {
+    from: NaiveDate,
+    last: Option<LastRead>,
+}
+
+impl ReadPosition {
+    /// A cursor that does not parse reads on from `today`.
+    fn parse(cursor: &str, today: NaiveDate) -> ReadPosition {
+        let mut parts = cursor.splitn(4, '@');
+        let day = |s: Option<&str>| s.and_then(|s| s.parse::<NaiveDate>().ok());
+        let from = day(parts.next()).unwrap_or(today);
+        let last = match (
+            parts.next().and_then(|o| o.parse().ok()),
+            day(parts.next()),
+            parts.next(),
+        ) {
+            (Some(offset), Some(date), Some(key)) if offset > 0 => Some(LastRead {
+                offset,
+                key: key.to_owned(),
+                date,
+            }),
+            _ => None,
+        };
+        ReadPosition { from, last }
+    }
+}
+
+impl std::fmt::Display for ReadPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match &self.last {
+            Some(l) => write!(f, "{}@{}@{}@{}", self.from, l.offset, l.date, l.key),
+            None => write!(f, "{}", self.from),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_position_reads_back_as_written() {
+        let day = |s: &str| s.parse::<NaiveDate>().unwrap();
+        let position = ReadPosition {
+            from: day("2026-11-20"),
+            last: Some(LastRead {
+                offset: 437,
+                key: "0000320193-26-000123".into(),
+                date: day("2026-11-25"),
+            }),
+        };
+        assert_eq!(ReadPosition::parse(&position.to_string(), day("2026-11-28")), position);
+        let bare = ReadPosition::parse("2026-11-24", day("2026-11-28"));
+        assert_eq!((bare.from, bare.last), (day("2026-11-24"), None));
+    }
+}

@@ -1,0 +1,292 @@
+//! The commands that run pipelines: `sync --once`, `daemon`, `stream`; and
+//! `status`, which reads what they recorded.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use fdsync_core::config::Config;
+use fdsync_core::sync::{RunSummary, SyncError};
+
+use crate::common::{
+    ExitWith, connect, load_pipelines, open_sink, print_json, shutdown_on_signal, stopped_exit_code, syncer_clock,
+};
+use crate::lake::{open_lake, print_published};
+
+pub async fn sync_once(
+    config: Config,
+    named: Vec<String>,
+    all: bool,
+    max_requests: Option<u64>,
+    json: bool,
+) -> Result<()> {
+    config.api_key().map_err(SyncError::from)?;
+    let forced = all || !named.is_empty();
+    let chosen = load_pipelines(&config, named)?;
+    let syncer = connect(config, "fdsync sync --once").await?;
+    // `auto` schedules share the quota between every enabled pipeline.
+    let enabled = load_pipelines(&syncer.config, Vec::new())?;
+    let timer = syncer.config.pipelines.timer_minutes;
+    let loaded: Vec<_> = syncer
+        .schedules(&enabled, timer)
+        .await?
+        .into_iter()
+        .filter(|p| chosen.iter().any(|c| c.name == p.name))
+        .collect();
+    // Only what is due, unless forced: a timer that fires often then costs
+    // what the schedules say.
+    let (pipelines, skipped) = if forced {
+        (loaded.clone(), Vec::new())
+    } else {
+        let due = syncer.due(&loaded).await?;
+        let (run, skip): (Vec<_>, Vec<_>) = loaded.iter().cloned().zip(due).partition(|(_, due)| due.runs());
+        for (p, due) in &run {
+            tracing::info!(message = "Pipeline due.", pipeline = %p.name, why = %due);
+        }
+        (
+            run.into_iter().map(|(p, _)| p).collect(),
+            skip.into_iter()
+                .map(|(p, due)| (p.name, due.to_string()))
+                .collect::<Vec<_>>(),
+        )
+    };
+    if let Some(n) = max_requests {
+        syncer.client.limit_requests(n);
+    }
+    let lake = open_lake(&syncer.config)?;
+    let shutdown = shutdown_on_signal();
+    let client = syncer.client.clone();
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        client.stop_sending();
+    });
+    let started_at = syncer.clock.now();
+    let (report, result) = syncer.run_once(&pipelines).await;
+    // Whatever the run committed is published, even when it stopped early;
+    // not when a signal stopped it: the process must end, the next publish resumes.
+    let published = match &lake {
+        Some(lake) if !syncer.client.is_stopped() => lake.publish(&syncer.sink).await.map(Some),
+        _ => Ok(None),
+    };
+    let (published, publish_error) = match published {
+        Ok(published) => (published, None),
+        Err(e) => (None, Some(SyncError::from(e))),
+    };
+    let summary = if json {
+        let finished_at = syncer.clock.now();
+        let status = syncer.status(&loaded).await?;
+        let skipped: Vec<String> = skipped.iter().map(|(name, _)| name.clone()).collect();
+        let quota = (&syncer.client.quota_seen()).into();
+        let mut summary = RunSummary::new(&report, &result, status, quota, (started_at, finished_at), &skipped);
+        if let Some(e) = &publish_error {
+            summary.error.get_or_insert_with(|| e.to_string());
+        }
+        summary.lake = published.clone();
+        Some(summary)
+    } else {
+        None
+    };
+    syncer.sink.close().await;
+    let result = result.and(publish_error.map_or(Ok(()), Err));
+    if let Some(mut summary) = summary {
+        summary.exit_code = match &result {
+            Err(SyncError::Interrupted) => stopped_exit_code(),
+            Err(e) => e.exit_code(),
+            Ok(()) => 0,
+        };
+        print_json(&summary)?;
+        return Ok(result?);
+    }
+    let mut stdout = std::io::stdout();
+    report.write_text(&mut stdout)?;
+    for (name, why) in &skipped {
+        println!("  {name:<14} {:<16} {:>8} {:>12}  {why}", "skipped", 0, 0);
+    }
+    if let Some(published) = &published {
+        print_published(&mut stdout, published)?;
+    }
+    if let Some(kib) = fdsync_core::metrics::peak_memory_kib() {
+        println!("peak memory: {:.1} MiB", kib as f64 / 1024.0);
+    }
+    Ok(result?)
+}
+
+pub async fn daemon(
+    mut config: Config,
+    pipelines: Vec<String>,
+    no_stream: bool,
+    metrics_addr: Option<String>,
+) -> Result<()> {
+    config.api_key().map_err(SyncError::from)?;
+    if let Some(addr) = metrics_addr {
+        config.daemon.metrics_addr = addr;
+    }
+    let metrics_addr = config
+        .daemon
+        .metrics_socket()
+        .map_err(|e| anyhow::anyhow!("--metrics-addr: {e}"))?;
+    let pipelines = load_pipelines(&config, pipelines)?;
+    let lake = open_lake(&config)?.map(Arc::new);
+    let syncer = connect(config.clone(), "fdsync daemon").await?;
+    let daemon = fdsync_core::daemon::Daemon {
+        syncer: Arc::new(syncer),
+        pipelines,
+        stream: if no_stream {
+            fdsync_core::config::StreamMode::Off
+        } else {
+            config.daemon.stream
+        },
+        metrics_addr,
+        stale_after: (config.daemon.stale_after_secs > 0)
+            .then(|| std::time::Duration::from_secs(config.daemon.stale_after_secs)),
+        lake,
+    };
+    Ok(daemon.run(shutdown_on_signal()).await?)
+}
+
+pub async fn stream(config: Config, pipeline: String) -> Result<()> {
+    config.api_key().map_err(SyncError::from)?;
+    let pipelines = load_pipelines(&config, vec![pipeline])?;
+    let syncer = connect(config, "fdsync stream").await?;
+    let result = syncer.run_stream(&pipelines[0], &shutdown_on_signal(), false).await;
+    syncer.sink.close().await;
+    let report = result?;
+    println!(
+        "stream stopped: {} connections, {} frames, {} new items, {} rewritten headlines",
+        report.connections, report.frames, report.new_items, report.rewrites
+    );
+    Ok(())
+}
+
+pub async fn check(config: &std::path::Path, json: bool) -> Result<()> {
+    let report = fdsync_core::check::run(config).await;
+    if json {
+        print_json(&report)?;
+    } else {
+        fdsync_core::check::write_text(&mut std::io::stdout(), &report)?;
+    }
+    match report.exit_code {
+        0 => Ok(()),
+        code => Err(ExitWith {
+            code,
+            message: format!(
+                "{} of the checks failed",
+                report
+                    .checks
+                    .iter()
+                    .filter(|c| c.outcome == fdsync_core::check::Outcome::Fail)
+                    .count()
+            ),
+        }
+        .into()),
+    }
+}
+
+pub async fn reset(
+    config: Config,
+    pipeline: String,
+    company: Option<String>,
+    drop_rows: bool,
+    json: bool,
+) -> Result<()> {
+    let pipelines = load_pipelines(&config, vec![pipeline])?;
+    let now = syncer_clock()?.now();
+    let sink = open_sink(&config, "fdsync reset").await?;
+    let done = fdsync_core::reset::reset(&sink, &pipelines[0], company.as_deref(), drop_rows, now).await;
+    sink.close().await;
+    let done = done?;
+    if json {
+        return print_json(&done);
+    }
+    let whom = done
+        .company_key
+        .as_deref()
+        .map(|k| format!(" for {k}"))
+        .unwrap_or_default();
+    println!(
+        "{}{whom}: {} checkpoints forgotten",
+        done.pipeline, done.checkpoints_removed
+    );
+    for (table, rows) in &done.rows_deleted {
+        println!("  {table:<26} {rows:>9} rows deleted");
+    }
+    for table in &done.kept {
+        println!("  {table:<26} kept (no company column)");
+    }
+    println!("the next `fdsync sync --once` backfills it again; a lake rebuilds the tables above on its next publish");
+    Ok(())
+}
+
+pub fn status(config: &Config, json: bool) -> Result<()> {
+    let pipelines = load_pipelines(config, Vec::new())?;
+    let now = chrono::Utc::now();
+    let pipelines = derived_schedules(config, &pipelines, config.pipelines.timer_minutes, now)?;
+    let status = fdsync_core::status::read(&config.warehouse.duckdb, &pipelines, now)?;
+    if json {
+        return print_json(&status);
+    }
+    fdsync_core::status::write_text(&mut std::io::stdout(), &status)?;
+    Ok(())
+}
+
+/// `pipelines` with their `auto` schedules derived from what the warehouse
+/// holds, read beside a writer that may hold it.
+fn derived_schedules(
+    config: &Config,
+    pipelines: &[fdsync_core::pipeline::Pipeline],
+    timer_minutes: Option<u32>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<fdsync_core::pipeline::Pipeline>> {
+    let path = &config.warehouse.duckdb;
+    let reader = if path.exists() && pipelines.iter().any(|p| p.auto) {
+        let writer = fdsync_core::sink::lock::WriterLock::holder_of(path);
+        Some(
+            fdsync_core::sink::duckdb::reader::BookkeepingReader::open(path, writer.as_ref())
+                .map_err(SyncError::from)?,
+        )
+    } else {
+        None
+    };
+    Ok(fdsync_core::plan::derive_schedules(
+        config,
+        pipelines,
+        reader.as_ref(),
+        timer_minutes,
+        now,
+    )?)
+}
+
+pub fn plan(config: &Config, json: bool, plan: Option<&str>, timer_minutes: Option<u32>) -> Result<()> {
+    use fdsync_core::config::Plan;
+    let pipelines = load_pipelines(config, Vec::new())?;
+    let limit = plan.map(|p| fdsync_core::plan::Limit::of(if p == "free" { Plan::Free } else { Plan::Build }));
+    let path = &config.warehouse.duckdb;
+    let reader = if path.exists() {
+        let writer = fdsync_core::sink::lock::WriterLock::holder_of(path);
+        Some(
+            fdsync_core::sink::duckdb::reader::BookkeepingReader::open(path, writer.as_ref())
+                .map_err(SyncError::from)?,
+        )
+    } else {
+        None
+    };
+    let forecast = fdsync_core::plan::forecast(
+        config,
+        &pipelines,
+        reader.as_ref(),
+        limit,
+        timer_minutes.or(config.pipelines.timer_minutes),
+        chrono::Utc::now(),
+    )?;
+    if json {
+        print_json(&forecast)?;
+    } else {
+        fdsync_core::plan::write_text(&mut std::io::stdout(), &forecast)?;
+    }
+    match forecast.fits {
+        Some(false) => Err(anyhow::anyhow!(
+            "the forecast does not fit the plan's quota: {:.0} requests a day",
+            forecast.per_day
+        )),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,227 @@
+//! The workspace's shape: every feed with all a route family needs, the
+//! generated docs current, and the product binary without the bench.
+
+use fdsync_core::feeds::FEEDS;
+use fdsync_emulator::{self as emulator, EmulatorConfig};
+
+use crate::util::repo;
+
+/// Each feed's ground-truth test: `(feed, "module::test")`, where the test
+/// holds the feed's tables against what the emulator served.
+const GROUND_TRUTH: &[(&str, &str)] = &[
+    ("companies", "pipelines::a_renamed_company_lands_with_when_it_changed"),
+    (
+        "prices",
+        "incremental::new_and_restated_bars_land_and_match_the_service",
+    ),
+    (
+        "dividends",
+        "pipelines::dividends_indices_and_coverage_match_the_emulator_over_weeks",
+    ),
+    (
+        "indices",
+        "pipelines::dividends_indices_and_coverage_match_the_emulator_over_weeks",
+    ),
+    (
+        "coverage",
+        "pipelines::dividends_indices_and_coverage_match_the_emulator_over_weeks",
+    ),
+    ("macro", "macro_history::macro_history_keeps_every_vintage_ever_served"),
+    (
+        "events",
+        "pipelines::events_and_item_texts_match_the_emulator_while_filings_arrive",
+    ),
+    (
+        "events_wire",
+        "pipelines::events_and_item_texts_match_the_emulator_while_filings_arrive",
+    ),
+    (
+        "events_latest",
+        "pipelines::events_and_item_texts_match_the_emulator_while_filings_arrive",
+    ),
+    (
+        "event_texts",
+        "pipelines::events_and_item_texts_match_the_emulator_while_filings_arrive",
+    ),
+    (
+        "news",
+        "pipelines::news_tape_matches_the_emulator_through_arrivals_and_rewrites",
+    ),
+    (
+        "company_news",
+        "pipelines::company_news_follows_lineage_and_the_configured_filters",
+    ),
+    (
+        "news_sources",
+        "pipelines::company_news_follows_lineage_and_the_configured_filters",
+    ),
+    (
+        "news_topics",
+        "pipelines::company_news_follows_lineage_and_the_configured_filters",
+    ),
+    (
+        "regulation",
+        "pipelines::company_documents_and_geo_match_the_emulator_over_a_year",
+    ),
+    (
+        "monthly_revenue",
+        "pipelines::company_documents_and_geo_match_the_emulator_over_a_year",
+    ),
+    (
+        "filings",
+        "pipelines::company_documents_and_geo_match_the_emulator_over_a_year",
+    ),
+    (
+        "geo",
+        "pipelines::company_documents_and_geo_match_the_emulator_over_a_year",
+    ),
+];
+
+/// A feed's route with its placeholders filled: a company, a filing, a
+/// country and a layer the emulator may or may not hold, which is enough to
+/// tell a route it serves from one it does not.
+fn filled(route: &str) -> String {
+    route
+        .replace("{company}", "MSFT")
+        .replace("{accession}", "0000789019-26-000001")
+        .replace("{country}", "US")
+        .replace("{layers}", "ports")
+}
+
+/// What docs/feeds.md lists for a new route family, checked for every feed:
+/// the emulator serves its route, a pipeline file reads it, the lake's
+/// partition table has each of its tables, and a test holds its tables
+/// against the emulator's ground truth.
+#[tokio::test]
+async fn every_feed_has_an_emulator_route_a_pipeline_file_a_lake_row_and_a_ground_truth_test() {
+    let running = emulator::spawn(
+        EmulatorConfig::default(),
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    )
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let pipelines = fdsync_core::pipeline::load_dir(&repo().join("pipelines"), None).unwrap();
+    let lake = std::fs::read_to_string(repo().join("docs/lake.md")).unwrap();
+    let mut missing = Vec::new();
+    for feed in FEEDS {
+        let url = format!("{}{}", running.base_url(), filled(feed.route));
+        let answer = http
+            .get(&url)
+            .header("X-API-KEY", emulator::DEMO_BUILD_KEY)
+            .send()
+            .await
+            .unwrap();
+        let status = answer.status();
+        let body = answer.text().await.unwrap();
+        if status == reqwest::StatusCode::NOT_FOUND && body.contains("no such route") {
+            missing.push(format!("{}: no emulator route for {}", feed.name, feed.route));
+        }
+        if !pipelines.iter().any(|p| p.feed.name == feed.name) {
+            missing.push(format!("{}: no file under pipelines/ reads it", feed.name));
+        }
+        for table in feed.tables {
+            if !lake.contains(&format!("| {} |", table.name)) {
+                missing.push(format!(
+                    "{}: table {} has no row in docs/lake.md",
+                    feed.name, table.name
+                ));
+            }
+        }
+        match GROUND_TRUTH.iter().find(|(name, _)| *name == feed.name) {
+            None => missing.push(format!(
+                "{}: no ground-truth test in tests/layout.rs's GROUND_TRUTH",
+                feed.name
+            )),
+            Some((_, test)) => {
+                let (module, function) = test.split_once("::").unwrap();
+                let source = std::fs::read_to_string(repo().join(format!("tests/{module}.rs"))).unwrap_or_default();
+                if !source.contains(&format!("async fn {function}()")) && !source.contains(&format!("fn {function}()"))
+                {
+                    missing.push(format!("{}: its ground-truth test {test} does not exist", feed.name));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "route families not complete (docs/feeds.md):\n{}",
+        missing.join("\n")
+    );
+}
+
+/// docs/lake.md's partition table is generated from the tables' declarations.
+#[test]
+fn the_lake_partition_table_is_generated_from_the_declarations() {
+    let path = repo().join("docs/lake.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let (start, end) = ("<!-- lake partitions -->\n", "<!-- end of lake partitions -->");
+    let from = doc
+        .find(start)
+        .expect("docs/lake.md keeps the partition table's markers")
+        + start.len();
+    let to = doc.find(end).expect("docs/lake.md keeps the partition table's markers");
+    let generated = fdsync_core::schema::lake_partitions_markdown();
+    if std::env::var_os("FDSYNC_BLESS").is_some() {
+        std::fs::write(&path, format!("{}{generated}{}", &doc[..from], &doc[to..])).unwrap();
+    } else {
+        assert!(
+            doc[from..to] == generated,
+            "docs/lake.md's partition table is out of date: FDSYNC_BLESS=1 cargo test --release --test main layout::"
+        );
+    }
+}
+
+/// The linker's layout list names DuckDB's functions, so it holds only for
+/// the DuckDB it was written from: an upgrade of the pin must write it again.
+#[test]
+fn the_linker_layout_list_is_for_the_pinned_duckdb() {
+    let lock = std::fs::read_to_string(repo().join("Cargo.lock")).unwrap();
+    let pinned = lock
+        .split("[[package]]")
+        .find(|p| p.contains("\nname = \"duckdb\"\n"))
+        .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = ")))
+        .map(|v| v.trim_matches('"').to_owned())
+        .expect("Cargo.lock pins duckdb");
+    let list = std::fs::read_to_string(repo().join("link/symbol-order.txt")).unwrap();
+    let written_for = list
+        .lines()
+        .find_map(|l| l.strip_prefix("# duckdb = "))
+        .expect("link/symbol-order.txt names the DuckDB it was written for");
+    assert_eq!(
+        written_for, pinned,
+        "link/symbol-order.txt was written for DuckDB {written_for}, the build pins {pinned}: \
+         write it again (`cargo run -p fdsync-bench --release -- symbol-order`)"
+    );
+    assert!(
+        list.lines().filter(|l| !l.starts_with('#')).all(|l| !rust_hashed(l)),
+        "the list names Rust functions, whose names change with every build: C and C++ names only"
+    );
+}
+
+/// Whether `symbol` is a Rust function's legacy name, which ends in its
+/// crate's hash (`17h` and 16 hex digits, then `E`).
+fn rust_hashed(symbol: &str) -> bool {
+    symbol
+        .strip_suffix('E')
+        .and_then(|s| s.len().checked_sub(19).map(|at| &s[at..]))
+        .is_some_and(|tail| tail.starts_with("17h") && tail[3..].bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The product's commands are the operator's; the benchmarks are a crate
+/// and a binary of their own.
+#[test]
+fn the_product_binary_has_no_bench_command() {
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_fdsync"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("sync") && help.contains("emulator"), "{help}");
+    assert!(!help.contains("bench"), "fdsync --help lists a bench command:\n{help}");
+    let bench = std::process::Command::new(env!("CARGO_BIN_EXE_fdsync"))
+        .args(["bench", "backfill"])
+        .output()
+        .unwrap();
+    assert_eq!(bench.status.code(), Some(2), "fdsync bench is not a command");
+}
