@@ -8,12 +8,8 @@ use std::path::Path;
 use anyhow::Context;
 use chrono::{DateTime, NaiveDate, Utc};
 use duckdb::Connection;
-use fdsync_core::sink::duckdb::ident;
+use fdsync_core::sink::duckdb::{ident, sql_string};
 use fdsync_core::tables::TableDef;
-
-fn sql_string(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
-}
 
 /// Pages of `page` rows that `table` fills, and the number of groups:
 /// grouped by `group`, one page at least per group; otherwise one group.

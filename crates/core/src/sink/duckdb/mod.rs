@@ -147,7 +147,7 @@ pub(super) fn json_list<S: serde::Serialize>(values: &[S]) -> String {
 }
 
 /// `value` as a SQL string literal.
-fn sql_string(value: &str) -> String {
+pub fn sql_string(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))
 }
 
