@@ -5,7 +5,7 @@
 //! translation units. The linker places the DuckDB functions named in
 //! `link/symbol-order.txt` first, so those windows overlap. The list names C
 //! and C++ functions only, which change with the bundled DuckDB and nothing
-//! else; a test checks it was written for the DuckDB that `Cargo.lock` pins.
+//! else; a test checks it against the pin and the built binary.
 
 use std::path::Path;
 

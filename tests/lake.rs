@@ -24,12 +24,12 @@ pub(crate) struct S3Server {
 impl S3Server {
     pub(crate) async fn start() -> S3Server {
         let port = free_port();
-        let child = std::process::Command::new("moto_server")
+        let child = std::process::Command::new(crate::tools::venv_bin("moto_server"))
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("moto_server is needed (pip install 'moto[server]'; .ci/run installs it)");
+            .expect("moto_server is needed (`sh tests/run` installs it in tests/.venv)");
         let endpoint = format!("http://127.0.0.1:{port}");
         let server = S3Server { child, endpoint };
         let http = reqwest::Client::new();
@@ -107,38 +107,64 @@ const AZURITE_KEY: &str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UV
 
 impl AzureServer {
     async fn start() -> AzureServer {
-        let port = free_port();
+        // A port found free can be taken before Azurite binds it, and a busy
+        // machine can take many seconds to start Node: a server that exits is
+        // tried again on another port, and its own words are kept for the failure.
         let azurite = repo().join("tests/node_modules/.bin/azurite-blob");
-        let child = std::process::Command::new(&azurite)
-            .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
-            .args(["--inMemoryPersistence", "--silent", "--skipApiVersionCheck"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{}: {e} (npm ci --prefix tests installs Azurite; .ci/run does)",
-                    azurite.display()
-                )
-            });
-        let server = AzureServer { child, port };
-        let started = Instant::now();
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-            assert!(started.elapsed() < Duration::from_secs(30), "Azurite did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut said = String::new();
+        for _attempt in 0..3 {
+            let port = free_port();
+            let log = tempfile::NamedTempFile::new().unwrap();
+            let child = std::process::Command::new(&azurite)
+                .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+                .args(["--inMemoryPersistence", "--skipApiVersionCheck"])
+                .stdout(log.reopen().unwrap())
+                .stderr(log.reopen().unwrap())
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "{}: {e} (npm ci --prefix tests installs Azurite; .ci/run does)",
+                        azurite.display()
+                    )
+                });
+            let mut server = AzureServer { child, port };
+            let started = Instant::now();
+            let up = loop {
+                if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                    break true;
+                }
+                if server.child.try_wait().unwrap().is_some() {
+                    break false;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(180),
+                    "Azurite did not listen on port {port} within 180 s: {}",
+                    std::fs::read_to_string(log.path()).unwrap_or_default()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            if up {
+                return server.with_container().await;
+            }
+            said = std::fs::read_to_string(log.path()).unwrap_or_default();
         }
+        panic!("Azurite exited three times before listening; it said: {said}");
+    }
+
+    /// The server with an empty container `lake`.
+    async fn with_container(self) -> AzureServer {
         // Creating a container needs a signed request: the Azure SDK signs it.
-        let made = std::process::Command::new("python3")
+        let made = std::process::Command::new(crate::tools::venv_bin("python3"))
             .args([
                 "-c",
                 "import sys; from azure.storage.blob import BlobServiceClient as C; \
                  C.from_connection_string(sys.argv[1]).create_container('lake')",
-                &server.connection_string(),
+                &self.connection_string(),
             ])
             .output()
             .expect("python3 with azure-storage-blob (tests/requirements.txt)");
         assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-        server
+        self
     }
 
     fn endpoint(&self) -> String {
@@ -240,7 +266,7 @@ fn read_back_with(
 ) -> BTreeMap<String, serde_json::Value> {
     let keys: BTreeMap<&str, &[&str]> = catalogue().map(|t| (t.name, t.key)).collect();
     let truths: Vec<String> = truths.iter().map(|p| p.display().to_string()).collect();
-    let out = std::process::Command::new("python3")
+    let out = std::process::Command::new(crate::tools::venv_bin("python3"))
         .arg(repo().join("tests/lake_readback.py"))
         .args([endpoint, "lake", prefix])
         .arg(truths.join(","))
@@ -248,7 +274,7 @@ fn read_back_with(
         .env("LAKE_KEYS", serde_json::to_string(&keys).unwrap())
         .envs(options.iter().copied())
         .output()
-        .expect("python3 with pyspark, duckdb and boto3 (.ci/run installs them)");
+        .expect("tests/.venv with pyspark, duckdb and boto3 (`sh tests/run` makes it)");
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}");
     let results: BTreeMap<String, serde_json::Value> = stdout
@@ -300,6 +326,7 @@ const PIPELINES: &[&str] = &[
 /// then read every table, and each gets exactly the warehouse's rows.
 #[tokio::test]
 async fn spark_and_duckdb_read_exactly_the_warehouse_rows_from_the_lake_on_s3() {
+    crate::tools::needs!(Python, Java);
     let (s3, h) = s3_and_harness().await;
     let work = tempfile::tempdir().unwrap();
     let lake = Lake::open_with_env("s3://lake/wh", work.path().join("scratch"), s3.env()).unwrap();
@@ -372,6 +399,7 @@ async fn spark_and_duckdb_read_exactly_the_warehouse_rows_from_the_lake_on_s3() 
 /// exactly the warehouse, and no data file is left that the log does not list.
 #[tokio::test]
 async fn a_publish_killed_mid_write_then_rerun_leaves_exactly_the_warehouse_and_no_orphans() {
+    crate::tools::needs!(Python, Java);
     let (s3, h) = s3_and_harness().await;
     let (_, result) = h.syncer.run_once(&h.only(PIPELINES)).await;
     result.unwrap();
@@ -477,6 +505,7 @@ async fn a_publish_killed_mid_write_then_rerun_leaves_exactly_the_warehouse_and_
 /// DuckDB's Delta connector reads each instance's rows exactly once.
 #[tokio::test]
 async fn two_instances_publishing_into_one_lake_at_once_lose_and_repeat_nothing() {
+    crate::tools::needs!(Python);
     let s3 = S3Server::start().await;
     s3.create_bucket("lake").await;
     let first = Harness::new(PlanLimits::build(), &["AAPL"]).await;
@@ -543,6 +572,7 @@ async fn two_instances_publishing_into_one_lake_at_once_lose_and_repeat_nothing(
 /// from the container as exactly the warehouse's rows.
 #[tokio::test]
 async fn the_lake_on_azure_blob_storage_reads_back_exactly_the_warehouse() {
+    crate::tools::needs!(Python, Node);
     let azure = AzureServer::start().await;
     let h = Harness::new(PlanLimits::build(), &["AAPL", "MSFT"]).await;
     let work = tempfile::tempdir().unwrap();
@@ -610,6 +640,7 @@ print("final", read(sys.argv[1]), flush=True)
 /// superseded files too, which is what the snapshots are for.
 #[tokio::test]
 async fn plain_parquet_readers_see_the_warehouse_during_and_after_publishes() {
+    crate::tools::needs!(Python);
     let h = Harness::new(PlanLimits::build(), &["MSFT", "AAPL", "TW:2330"]).await;
     let work = tempfile::tempdir().unwrap();
     let lake_dir = work.path().join("lake");
@@ -641,7 +672,7 @@ async fn plain_parquet_readers_see_the_warehouse_during_and_after_publishes() {
 
     let current = fdsync_core::lake::snapshot::current(&lake_dir, "prices_daily");
     let stop = work.path().join("stop");
-    let reader = std::process::Command::new("python3")
+    let reader = std::process::Command::new(crate::tools::venv_bin("python3"))
         .args(["-c", PLAIN_READER])
         .arg(&current)
         .arg(&stop)
@@ -669,7 +700,7 @@ async fn plain_parquet_readers_see_the_warehouse_during_and_after_publishes() {
     assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
     assert!(rewritten > 0, "the publishes rewrote partitions");
 
-    let digests = std::process::Command::new("python3")
+    let digests = std::process::Command::new(crate::tools::venv_bin("python3"))
         .args(["-c", PLAIN_READER, "--digest"])
         .args((0..=4).map(|n| states.join(format!("{n}.parquet"))))
         .arg(lake_dir.join("prices_daily"))

@@ -126,7 +126,7 @@ async fn check_passes_on_a_working_setup_and_names_each_failure_with_what_to_do(
     let synced = subject.run(&["sync", "--once", "--pipeline", "coverage"]).await;
     assert!(synced.status.success(), "{}", text(&synced));
     let warehouse = subject.warehouse();
-    {
+    if crate::tools::missing(&[crate::tools::Tool::Root]).is_none() {
         let _frozen = Immutable::set(&[&warehouse, subject.dir.path()]);
         let out = subject.run(&["check", "--json"]).await;
         assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -153,23 +153,25 @@ async fn check_passes_on_a_working_setup_and_names_each_failure_with_what_to_do(
     }
 
     // A lake whose bucket does not exist, then one that does.
-    let s3 = S3Server::start().await;
-    let on_s3 = |bucket: &str| {
-        let mut cmd = subject.command(&["check", "--json"]);
-        cmd.envs(s3.env())
-            .env("FDSYNC_WAREHOUSE__PARQUET_DIR", format!("s3://{bucket}/lake"));
-        cmd
-    };
-    let out = on_s3("missing").output().await.unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let c = check(&json(&out), "lake").clone();
-    assert_eq!(c["outcome"], "fail", "{c}");
-    assert!(c["detail"].as_str().unwrap().contains("s3://missing/lake"), "{c}");
-    assert!(c["fix"].as_str().unwrap().contains("AWS_"), "{c}");
-    s3.create_bucket("present").await;
-    let out = on_s3("present").output().await.unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert_eq!(check(&json(&out), "lake")["outcome"], "ok");
+    if crate::tools::missing(&[crate::tools::Tool::Python]).is_none() {
+        let s3 = S3Server::start().await;
+        let on_s3 = |bucket: &str| {
+            let mut cmd = subject.command(&["check", "--json"]);
+            cmd.envs(s3.env())
+                .env("FDSYNC_WAREHOUSE__PARQUET_DIR", format!("s3://{bucket}/lake"));
+            cmd
+        };
+        let out = on_s3("missing").output().await.unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let c = check(&json(&out), "lake").clone();
+        assert_eq!(c["outcome"], "fail", "{c}");
+        assert!(c["detail"].as_str().unwrap().contains("s3://missing/lake"), "{c}");
+        assert!(c["fix"].as_str().unwrap().contains("AWS_"), "{c}");
+        s3.create_bucket("present").await;
+        let out = on_s3("present").output().await.unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!(check(&json(&out), "lake")["outcome"], "ok");
+    }
 
     // A config that does not load: exit 2, everything else skipped.
     std::fs::write(&subject.config, "[upstream\n").unwrap();
@@ -390,6 +392,7 @@ async fn synced_everything(emulator: &fdsync_emulator::RunningEmulator, storage:
 /// ones stored as `COMMENT ON`.
 #[tokio::test]
 async fn dbt_source_freshness_and_dbt_test_pass_on_the_generated_sources() {
+    crate::tools::needs!(Python);
     let emulator = unlimited_emulator().await;
     let subject = synced_everything(&emulator, None).await;
     let project = subject.dir.path().join("dbt");
@@ -422,12 +425,12 @@ async fn dbt_source_freshness_and_dbt_test_pass_on_the_generated_sources() {
     assert_eq!(comment, 1, "the warehouse carries the descriptions");
 
     let dbt = |args: &[&str]| {
-        std::process::Command::new("dbt")
+        std::process::Command::new(crate::tools::venv_bin("dbt"))
             .args(args)
             .args(["--profiles-dir", ".", "--project-dir", "."])
             .current_dir(&project)
             .output()
-            .expect("dbt is needed (pip install -r tests/requirements.txt installs dbt-duckdb)")
+            .expect("dbt is needed (`sh tests/run` installs dbt-duckdb in tests/.venv)")
     };
     let freshness = dbt(&["source", "freshness"]);
     let said = text(&freshness);
@@ -449,7 +452,7 @@ async fn dbt_source_freshness_and_dbt_test_pass_on_the_generated_sources() {
 fn old_duckdb(version: &str) -> std::path::PathBuf {
     let dir = crate::util::repo().join(format!("tests/.python/duckdb-{version}"));
     if !dir.join("duckdb").exists() {
-        let out = std::process::Command::new("python3")
+        let out = std::process::Command::new(crate::tools::venv_bin("python3"))
             .args(["-m", "pip", "install", "-q", "--target"])
             .arg(&dir)
             .arg(format!("duckdb=={version}"))
@@ -469,7 +472,7 @@ c = duckdb.connect(sys.argv[1], read_only=True)
 tables = [r[0] for r in c.sql("select table_name from duckdb_tables() where database_name = current_database() order by 1").fetchall()]
 print(json.dumps([duckdb.__version__, [[t, len(c.sql(f'select * from "{t}"').fetchall())] for t in tables]]))
 "#;
-    let mut cmd = std::process::Command::new("python3");
+    let mut cmd = std::process::Command::new(crate::tools::venv_bin("python3"));
     cmd.args(["-c", script]).arg(warehouse);
     if let Some(path) = python_path {
         cmd.env("PYTHONPATH", path);
@@ -486,6 +489,7 @@ print(json.dumps([duckdb.__version__, [[t, len(c.sql(f'select * from "{t}"').fet
 /// of every table; written with "latest", DuckDB 1.5 refuses it.
 #[tokio::test]
 async fn duckdb_1_2_and_1_5_read_every_table_of_a_default_warehouse() {
+    crate::tools::needs!(Python);
     let emulator = unlimited_emulator().await;
     let subject = synced_everything(&emulator, None).await;
     // A file opened again keeps the format it was made in.

@@ -2,6 +2,8 @@
 //! file. Time is simulated: the clock is shared by the emulator and the client,
 //! so waiting out a rate window takes no real time.
 
+/// The tools beyond Rust some tests need, and the line a test says when one is missing.
+mod tools;
 mod util;
 
 /// The emulator's accounts: key lifecycle, credits, OAuth metadata, header forms.

@@ -657,6 +657,7 @@ async fn fails_clearly_and_loses_nothing<G>(subject: &Subject, cause: impl FnOnc
 /// next run completes.
 #[tokio::test]
 async fn a_full_disk_fails_clearly_and_loses_nothing() {
+    crate::tools::needs!(Root);
     let emulator = unlimited_emulator().await;
     let disk = SmallDisk::mount(FULL_SIZE_KIB);
     let subject = Subject::in_dir(
@@ -683,6 +684,7 @@ async fn a_full_disk_fails_clearly_and_loses_nothing() {
 /// clear error before any request, nothing lost, and a normal run after.
 #[tokio::test]
 async fn a_read_only_warehouse_fails_clearly_and_loses_nothing() {
+    crate::tools::needs!(Root);
     let emulator = unlimited_emulator().await;
     let subject = Subject::new(&emulator.base_url(), false);
     let warehouse = subject.warehouse();
@@ -1096,6 +1098,7 @@ mod garbage {
 /// what was committed before is kept.
 #[tokio::test]
 async fn a_commit_failing_while_the_fetching_waits_ends_the_run() {
+    crate::tools::needs!(Root);
     let emulator = unlimited_emulator().await;
     let disk = SmallDisk::mount(6 * 1024);
     let warehouse = disk.dir.path().join("wh.duckdb");

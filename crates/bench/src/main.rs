@@ -168,6 +168,10 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "32",
               value_parser = clap::value_parser!(u64).range(fdsync_core::config::MIN_MEMORY_LIMIT_MB..))]
         limits: Vec<u64>,
+        /// Rounds: every side runs once a round, in turn, and each figure is
+        /// the median of its rounds.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        rounds: u64,
     },
     /// The C and C++ functions (DuckDB's, mostly) that a small backfill, its
     /// no-change run and `fdsync status` execute, each run under callgrind
@@ -247,8 +251,13 @@ async fn run(config_path: &std::path::Path, command: BenchCommand) -> Result<()>
             let report = bench::ingest_child(feed, &mode, &config()?, &base_url, &warehouse, size).await?;
             serde_json::to_writer(out, &report)?;
         }
-        BenchCommand::Backfill { sizes, earlier, limits } => {
-            bench::backfill(&config()?, &sizes, earlier.as_deref(), &limits, &mut out).await?;
+        BenchCommand::Backfill {
+            sizes,
+            earlier,
+            limits,
+            rounds,
+        } => {
+            bench::backfill(&config()?, &sizes, earlier.as_deref(), &limits, rounds, &mut out).await?;
         }
         BenchCommand::SymbolOrder { out: target } => bench::symbol_order(&config()?, &target, &mut out)?,
         BenchCommand::BackfillChild {

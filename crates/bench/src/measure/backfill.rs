@@ -156,7 +156,31 @@ struct Row {
     side: String,
     /// The backfill, the file it left and the no-change run; or why the side
     /// failed, which the table shows rather than ending the bench.
-    outcome: Result<(Measured, u64, Option<Measured>), String>,
+    outcome: Result<Figures, String>,
+}
+
+/// A side's backfill, the file it left and its no-change run.
+type Figures = (Measured, u64, Option<Measured>);
+
+/// The median of each figure over `runs` (not empty): the upper middle one
+/// when the count is even.
+fn median_of(runs: &[Figures]) -> Figures {
+    fn middle<T: Copy + PartialOrd>(mut values: Vec<T>) -> T {
+        values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        values[values.len() / 2]
+    }
+    let measured = |pick: &dyn Fn(&Figures) -> Option<Measured>| {
+        let picked: Vec<Measured> = runs.iter().filter_map(pick).collect();
+        (!picked.is_empty()).then(|| Measured {
+            seconds: middle(picked.iter().map(|m| m.seconds).collect()),
+            peak_kib: middle(picked.iter().map(|m| m.peak_kib).collect()),
+        })
+    };
+    (
+        measured(&|r| Some(r.0)).expect("at least one run"),
+        middle(runs.iter().map(|r| r.1).collect()),
+        measured(&|r| r.2),
+    )
 }
 
 /// An fdsync binary's backfill and no-change run, `memory_limit_mb` set
@@ -213,6 +237,7 @@ pub async fn backfill(
     sizes: &[Size],
     earlier: Option<&Path>,
     limits: &[u64],
+    rounds: u64,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let this = std::env::current_exe()?;
@@ -247,8 +272,23 @@ pub async fn backfill(
         });
         let appender_rows = row_counts(&appender_file, ["news_plain", "prices_plain"])?;
 
-        for (name, binary) in &binaries {
-            for memory_limit_mb in std::iter::once(None).chain(limits.iter().copied().map(Some)) {
+        // Each round runs every side once, in turn, so a slow minute of the
+        // machine lands on all of them; each figure is the median of its rounds.
+        let sides: Vec<(&str, &Path, Option<u64>)> = binaries
+            .iter()
+            .flat_map(|(name, binary)| {
+                std::iter::once(None)
+                    .chain(limits.iter().copied().map(Some))
+                    .map(move |limit| (name.as_str(), binary.as_path(), limit))
+            })
+            .collect();
+        let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); sides.len()];
+        let mut failed: Vec<Option<String>> = vec![None; sides.len()];
+        for _ in 0..rounds.max(1) {
+            for (i, &(name, binary, memory_limit_mb)) in sides.iter().enumerate() {
+                if failed[i].is_some() {
+                    continue;
+                }
                 let tag = format!("{name}-{}", memory_limit_mb.map_or("default".into(), |m| m.to_string()));
                 let warehouse = dir.join(format!("{tag}.duckdb"));
                 let config_file = dir.join(format!("{tag}.toml"));
@@ -268,15 +308,25 @@ pub async fn backfill(
                         Ok((backfill, bytes, Some(no_change)))
                     },
                 );
-                rows.push(Row {
-                    side: match memory_limit_mb {
-                        None => format!("{name}, its default"),
-                        Some(mb) => format!("{name}, memory_limit_mb {mb}"),
-                    },
-                    outcome: outcome.map_err(|e| e.to_string().lines().next().unwrap_or_default().to_owned()),
-                });
+                match outcome {
+                    Ok(figures) => runs[i].push(figures),
+                    Err(e) => failed[i] = Some(e.to_string().lines().next().unwrap_or_default().to_owned()),
+                }
                 let _ = std::fs::remove_file(&warehouse);
+                let _ = std::fs::remove_file(warehouse.with_extension("duckdb.wal"));
             }
+        }
+        for (i, &(name, _, memory_limit_mb)) in sides.iter().enumerate() {
+            rows.push(Row {
+                side: match memory_limit_mb {
+                    None => format!("{name}, its default"),
+                    Some(mb) => format!("{name}, memory_limit_mb {mb}"),
+                },
+                outcome: match failed[i].take() {
+                    Some(why) => Err(why),
+                    None => Ok(median_of(&runs[i])),
+                },
+            });
         }
         for row in &rows {
             let (backfill, bytes, no_change) = match &row.outcome {

@@ -1,8 +1,10 @@
 //! `fdsync-bench symbol-order`: the C and C++ functions (DuckDB's, mostly)
 //! of the fdsync binary that a small backfill, its no-change run and `fdsync
 //! status` execute, each process run under callgrind, written as the list
-//! `build.rs` gives the linker. Needed again only when the DuckDB pin moves:
-//! Rust functions, whose names change with every build, are left out.
+//! `build.rs` gives the linker. Needed again only when the DuckDB pin moves.
+//! Rust functions are left out: their names carry a hash of the features
+//! their crate was built with, which differ between `cargo install`, `cargo
+//! test` and the Docker build, so a list fits only the build it came from.
 //!
 //! The list is sorted by name so that writing it again shows as a readable
 //! diff; the order within it does not matter, only that the functions sit

@@ -1,0 +1,114 @@
+//! The tools beyond Rust that some tests need: the Python packages of
+//! `tests/requirements.txt` in `tests/.venv` (which `sh tests/run` makes),
+//! Java for Spark, Node for Azurite, and root for tmpfs mounts and `chattr`.
+//!
+//! A test whose tool is missing says so in one line on the terminal, naming
+//! how to get it, and passes without running; with `FDSYNC_TESTS_NEED_ALL=1`
+//! (as `.ci/run` sets) a missing tool fails the test instead, so CI never
+//! skips silently.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::util::repo;
+
+/// A tool some tests need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// `tests/.venv` with every package of `tests/requirements.txt`.
+    Python,
+    /// Java 17 or newer on `PATH`, for Spark.
+    Java,
+    /// Node 18 or newer, and Azurite in `tests/node_modules`.
+    Node,
+    /// Root, to mount a small tmpfs and set `chattr +i`.
+    Root,
+}
+
+impl Tool {
+    /// Why the tool is not usable here and how to get it, or `None` when it is.
+    fn missing(self) -> Option<&'static str> {
+        static FOUND: [OnceLock<bool>; 4] = [const { OnceLock::new() }; 4];
+        let found = *FOUND[self as usize].get_or_init(|| self.found());
+        (!found).then_some(match self {
+            Tool::Python => {
+                "the Python tools are not in tests/.venv: `sh tests/run` makes it (Debian and Ubuntu need `apt install python3-venv` first)"
+            }
+            Tool::Java => {
+                "Java 17 or newer is not on PATH (Spark needs it): `apt install openjdk-17-jre-headless`, or `brew install openjdk@17` on macOS"
+            }
+            Tool::Node => {
+                "Node 18 or newer with Azurite is missing: install Node (`apt install nodejs npm`, `brew install node`), then `sh tests/run` installs Azurite"
+            }
+            Tool::Root => {
+                "root is needed to mount a small tmpfs and set chattr +i: run the tests as root, or in a container (`sudo -E sh tests/run`)"
+            }
+        })
+    }
+
+    fn found(self) -> bool {
+        match self {
+            Tool::Python => Command::new(venv_bin("python3"))
+                .args([
+                    "-c",
+                    "import moto, pyspark, duckdb, boto3, pyarrow, azure.storage.blob, dbt.version",
+                ])
+                .output()
+                .is_ok_and(|o| o.status.success()),
+            Tool::Java => major_version("java", &["-version"], "version \"").is_some_and(|v| v >= 17),
+            Tool::Node => {
+                repo().join("tests/node_modules/.bin/azurite-blob").exists()
+                    && major_version("node", &["--version"], "v").is_some_and(|v| v >= 18)
+            }
+            Tool::Root => Command::new("id")
+                .arg("-u")
+                .output()
+                .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "0"),
+        }
+    }
+}
+
+/// The major version `program args` prints (on stdout or stderr) right after `marker`.
+fn major_version(program: &str, args: &[&str], marker: &str) -> Option<u32> {
+    let out = Command::new(program).args(args).output().ok()?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = &said[said.find(marker)? + marker.len()..];
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// A program of the tests' Python environment (`python3`, `dbt`, `moto_server`).
+pub fn venv_bin(name: &str) -> PathBuf {
+    repo().join("tests/.venv/bin").join(name)
+}
+
+/// The first of `tools` that is missing, said in one line; `None` when all
+/// are here. Under `FDSYNC_TESTS_NEED_ALL=1` a missing tool panics instead.
+pub fn missing(tools: &[Tool]) -> Option<&'static str> {
+    let why = tools.iter().find_map(|t| t.missing())?;
+    assert!(
+        std::env::var_os("FDSYNC_TESTS_NEED_ALL").is_none_or(|v| v != "1"),
+        "FDSYNC_TESTS_NEED_ALL=1 and {why}"
+    );
+    // Straight to the terminal: the test harness captures only print macros,
+    // and a skip must be seen.
+    let test = std::thread::current().name().unwrap_or("a test").to_owned();
+    let _ = writeln!(std::io::stderr().lock(), "skipped {test}: {why}");
+    Some(why)
+}
+
+/// Returns from the test, saying why, unless every tool named is here.
+macro_rules! needs {
+    ($($tool:ident),+) => {
+        if $crate::tools::missing(&[$($crate::tools::Tool::$tool),+]).is_some() {
+            return;
+        }
+    };
+}
+pub(crate) use needs;
