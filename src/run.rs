@@ -67,9 +67,24 @@ pub async fn sync_once(
         Some(lake) if !syncer.client.is_stopped() => lake.publish(&syncer.sink).await.map(Some),
         _ => Ok(None),
     };
-    let (published, publish_error) = match published {
+    let (published, mut publish_error) = match published {
         Ok(published) => (published, None),
         Err(e) => (None, Some(SyncError::from(e))),
+    };
+    // After the lake, so readers of the copy never see rows the lake lacks;
+    // not when nothing was due, so a timer that fires often copies nothing.
+    let copied = match &syncer.config.warehouse.reader_copy {
+        Some(copy) if pipelines.is_empty() && copy.exists() => {
+            Some((copy.clone(), fdsync_core::sink::reader_copy::Published::Unchanged))
+        }
+        Some(copy) if !syncer.client.is_stopped() => match syncer.sink.publish_reader_copy(copy.clone()).await {
+            Ok(done) => Some((copy.clone(), done)),
+            Err(e) => {
+                publish_error.get_or_insert(SyncError::from(e));
+                None
+            }
+        },
+        _ => None,
     };
     let summary = if json {
         let finished_at = syncer.clock.now();
@@ -104,10 +119,30 @@ pub async fn sync_once(
     if let Some(published) = &published {
         print_published(&mut stdout, published)?;
     }
+    if let Some((copy, done)) = &copied {
+        print_reader_copy(&mut stdout, copy, done)?;
+    }
     if let Some(kib) = fdsync_core::metrics::peak_memory_kib() {
         println!("peak memory: {:.1} MiB", kib as f64 / 1024.0);
     }
     Ok(result?)
+}
+
+fn print_reader_copy(
+    out: &mut impl std::io::Write,
+    copy: &std::path::Path,
+    done: &fdsync_core::sink::reader_copy::Published,
+) -> std::io::Result<()> {
+    use fdsync_core::sink::reader_copy::Published;
+    match done {
+        Published::Replaced(bytes) => writeln!(
+            out,
+            "reader copy: {} replaced ({:.1} MiB)",
+            copy.display(),
+            *bytes as f64 / (1024.0 * 1024.0)
+        ),
+        Published::Unchanged => writeln!(out, "reader copy: {} unchanged", copy.display()),
+    }
 }
 
 pub async fn daemon(

@@ -31,6 +31,11 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
 fn enable(subject: &Subject, pipelines: &[&str]) {
     let names: Vec<String> = pipelines.iter().map(|p| format!("{p:?}")).collect();
     let text = std::fs::read_to_string(&subject.config).unwrap();
+    let text: String = text
+        .lines()
+        .filter(|l| !l.starts_with("enabled = ["))
+        .map(|l| format!("{l}\n"))
+        .collect();
     let text = text.replace(
         "[pipelines]\n",
         &format!("[pipelines]\nenabled = [{}]\n", names.join(", ")),
@@ -538,4 +543,50 @@ async fn duckdb_1_2_and_1_5_read_every_table_of_a_default_warehouse() {
     drop(conn);
     let (_, rows) = python_rows(None, &copy).unwrap();
     assert_eq!(rows.len(), expected.len(), "{rows:?}");
+}
+
+/// `[warehouse] reader_copy`: a reader holds the copy open through a whole
+/// sync, which finishes; the reader sees the old rows until it opens the
+/// copy again, then the new ones, and the copy matches the warehouse.
+#[tokio::test]
+async fn a_reader_holding_the_reader_copy_never_holds_up_a_sync_and_sees_new_data_on_reopening() {
+    let emulator = unlimited_emulator().await;
+    let subject = Subject::new(&emulator.base_url(), false);
+    let copy = subject.dir.path().join("read").join("wh.read.duckdb");
+    let config = std::fs::read_to_string(&subject.config).unwrap().replace(
+        "[warehouse]\n",
+        &format!("[warehouse]\nreader_copy = {:?}\n", copy.display().to_string()),
+    );
+    std::fs::write(&subject.config, config).unwrap();
+    enable(&subject, &["prices"]);
+    let out = subject.run(&["sync", "--once"]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("reader copy: "), "{}", text(&out));
+    let reader = read_only(&copy);
+    let prices: i64 = reader
+        .query_row("SELECT count(*) FROM prices_daily", [], |r| r.get(0))
+        .unwrap();
+    assert!(prices > 0);
+    let dividends = "SELECT count(*) FROM dividends";
+    assert_eq!(reader.query_row(dividends, [], |r| r.get::<_, i64>(0)).unwrap(), 0);
+
+    enable(&subject, &["prices", "dividends"]);
+    let out = tokio::time::timeout(Duration::from_secs(120), subject.run(&["sync", "--once"]))
+        .await
+        .expect("the sync does not wait for the reader");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        reader.query_row(dividends, [], |r| r.get::<_, i64>(0)).unwrap(),
+        0,
+        "the open reader keeps the copy it opened"
+    );
+    drop(reader);
+    let reopened = count(&copy, dividends);
+    assert!(reopened > 0, "reopened, the reader sees the new rows");
+    assert_eq!(reopened, count(&subject.warehouse(), dividends));
+    assert_eq!(content(&copy), content(&subject.warehouse()));
+    // A third run with nothing due leaves the copy as it is.
+    let out = subject.run(&["sync", "--once"]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("unchanged"), "{}", text(&out));
 }

@@ -145,6 +145,10 @@ pub struct WarehouseConfig {
     /// reads. Fixed when the file is created (docs/warehouse.md, "Readers").
     #[serde(default = "default_storage_version")]
     pub storage_version: String,
+    /// A read-only copy of the warehouse, replaced whole after each run, for
+    /// readers that must never hold up a sync (BI tools, dbt, notebooks).
+    #[serde(default)]
+    pub reader_copy: Option<PathBuf>,
 }
 
 /// `[warehouse] storage_version` when unset.
@@ -464,6 +468,14 @@ impl Config {
             check_lake_location(dir)
                 .map_err(|message| invalid(format!("warehouse.parquet_dir = {dir:?}: {message}")))?;
         }
+        if let Some(copy) = &self.warehouse.reader_copy {
+            check_reader_copy(copy, &self.warehouse.duckdb).map_err(|message| {
+                invalid(format!(
+                    "warehouse.reader_copy = {:?}: {message}",
+                    copy.display().to_string()
+                ))
+            })?;
+        }
         if self.warehouse.parquet_snapshots {
             match self.warehouse.parquet_dir.as_deref().map(url::Url::parse) {
                 None => {
@@ -597,6 +609,28 @@ impl fmt::Display for ApiKey {
 /// The URL schemes a lake may be at.
 const LAKE_SCHEMES: &[&str] = &["file", "s3", "s3a", "gs", "az", "abfs", "abfss"];
 
+/// Whether `copy` can be the reader copy of the warehouse at `warehouse`.
+fn check_reader_copy(copy: &Path, warehouse: &Path) -> Result<(), String> {
+    if copy.as_os_str().is_empty() || copy.file_name().is_none() {
+        return Err("name a file, for example \"data/fdsync.read.duckdb\"".into());
+    }
+    let same = |a: &Path, b: &Path| {
+        a == b || matches!((std::path::absolute(a), std::path::absolute(b)), (Ok(a), Ok(b)) if a == b)
+    };
+    if same(copy, warehouse) {
+        return Err("it is the warehouse itself ([warehouse] duckdb); name another file".into());
+    }
+    let wal = |p: &Path| {
+        let mut name = p.as_os_str().to_owned();
+        name.push(".wal");
+        PathBuf::from(name)
+    };
+    if same(copy, &wal(warehouse)) || same(&wal(copy), warehouse) {
+        return Err("it would overwrite the warehouse's own files; name another file".into());
+    }
+    Ok(())
+}
+
 /// Whether `parquet_dir` names a place the lake can be, without connecting.
 ///
 /// # Errors
@@ -631,6 +665,26 @@ duckdb = "data/fdsync.duckdb"
 [universe]
 companies = ["AAPL"]
 "#;
+
+    #[test]
+    fn a_reader_copy_that_is_the_warehouse_or_its_log_is_refused_by_name() {
+        for bad in [
+            "data/fdsync.duckdb",
+            "./data/fdsync.duckdb",
+            "data/fdsync.duckdb.wal",
+            "",
+        ] {
+            let text = BASE.replace("[universe]", &format!("reader_copy = {bad:?}\n[universe]"));
+            let e = Config::from_toml(&text, Path::new("t.toml"), std::iter::empty()).unwrap_err();
+            assert!(e.to_string().contains("warehouse.reader_copy"), "{bad}: {e}");
+        }
+        let text = BASE.replace("[universe]", "reader_copy = \"data/fdsync.read.duckdb\"\n[universe]");
+        let config = Config::from_toml(&text, Path::new("t.toml"), std::iter::empty()).unwrap();
+        assert_eq!(
+            config.warehouse.reader_copy,
+            Some(PathBuf::from("data/fdsync.read.duckdb"))
+        );
+    }
 
     #[test]
     fn env_overrides_take_typed_values() {

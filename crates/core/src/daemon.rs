@@ -278,6 +278,14 @@ async fn schedule(
                 () = shutdown.cancelled() => {}
             }
         }
+        if let (Some(copy), false) = (&syncer.config.warehouse.reader_copy, ends_daemon) {
+            match syncer.sink.publish_reader_copy(copy.clone()).await {
+                Ok(done) => tracing::info!(message = "Reader copy published.", path = %copy.display(), outcome = ?done),
+                Err(e) => {
+                    tracing::warn!(message = "Reader copy not replaced; readers keep the previous one.", error = %e)
+                }
+            }
+        }
         write_summary(&syncer, &pipeline, (&report, &result), started_at, published).await;
         ran.send_modify(|n| *n += 1);
         match result {

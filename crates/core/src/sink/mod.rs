@@ -7,6 +7,7 @@
 pub mod duckdb;
 pub mod lock;
 pub mod policy;
+pub mod reader_copy;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,6 +78,11 @@ pub enum SinkError {
          nothing is lost: the run resumes from its last commit"
     )]
     Reopen { path: PathBuf, message: String },
+    #[error(
+        "reader copy {path} not replaced: {message}; readers keep the previous copy and the warehouse is \
+         untouched ([warehouse] reader_copy)"
+    )]
+    ReaderCopy { path: PathBuf, message: String },
 }
 
 /// A pipeline's position in one partition (a company, a feed), saved with its rows.
@@ -127,6 +133,11 @@ enum Message {
     Job(Job),
     /// Close the database (releasing its file lock) and stop the thread.
     Close(tokio::sync::oneshot::Sender<()>),
+    /// Close the database, keeping the writer's claim, and copy its file.
+    ReaderCopy(
+        PathBuf,
+        tokio::sync::oneshot::Sender<Result<reader_copy::Published, SinkError>>,
+    ),
 }
 
 /// How the writer holds the warehouse.
@@ -364,6 +375,20 @@ impl SinkHandle {
         })
     }
 
+    /// Replaces the reader copy at `copy` with the warehouse as committed so
+    /// far, behind the jobs already queued; the next job opens the warehouse
+    /// again. An unchanged warehouse is not copied again.
+    ///
+    /// # Errors
+    /// When the copy cannot be written (the old one stays) or the writer has stopped.
+    pub async fn publish_reader_copy(&self, copy: PathBuf) -> Result<reader_copy::Published, SinkError> {
+        let (done, copied) = tokio::sync::oneshot::channel();
+        self.jobs
+            .send(Message::ReaderCopy(copy, done))
+            .map_err(|_| SinkError::Closed)?;
+        copied.await.map_err(|_| SinkError::Closed)?
+    }
+
     /// Commits what [`SinkHandle::commit_held`] left waiting, if anything.
     pub async fn commit_held_now(&self) -> Result<(), SinkError> {
         self.call(DuckDbSink::commit_held_now).await?
@@ -413,6 +438,12 @@ fn serve(
                     // did, the next job waits for it as after an idle release.
                     open = DuckDbSink::reopen(path, &options.duckdb).ok();
                 }
+            }
+            Message::ReaderCopy(copy, done) => {
+                // Closed so that the file holds every commit and no log is
+                // pending; the claim stays, so no other writer slips in.
+                release(open.take());
+                let _ = done.send(reader_copy::publish(path, &copy));
             }
             Message::Close(done) => {
                 // Both released before the caller hears back, so it can open the file at once.
