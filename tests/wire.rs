@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use fdsync_core::feeds::catalogue;
 use fdsync_core::sync::RunStatus;
-use fdsync_emulator::{EmulatorConfig, PlanLimits, WireShapes};
+use fdsync_emulator::{EXTRA_FIELD, EmulatorConfig, PlanLimits, WireShapes};
 
 use crate::util::{Harness, UNIVERSE, emulator_config, frozen_clock};
 
@@ -84,6 +84,48 @@ async fn the_other_legal_shapes_store_what_the_contract_s_shapes_store() {
         .await;
     assert!(kept > 0, "no filing kept its served shape in raw");
     println!("wire: {tables} tables identical under the other legal shapes");
+    a_field_the_service_starts_sending_is_named_by_status(&other).await;
+}
+
+/// Drift: the other shapes' extra field, which no column holds, is counted
+/// once per route in `_sync_unknown_fields` and named by `fdsync status`;
+/// nothing else is (the contract's own fields all have a home).
+async fn a_field_the_service_starts_sending_is_named_by_status(other: &Harness) {
+    let fields = other
+        .strings("SELECT DISTINCT field FROM _sync_unknown_fields ORDER BY 1")
+        .await;
+    assert!(
+        fields.iter().all(|f| f.rsplit(['.', ']']).next() == Some(EXTRA_FIELD)),
+        "{fields:?}"
+    );
+    let routes = other
+        .strings("SELECT DISTINCT route FROM _sync_unknown_fields WHERE field = 'servedShape' ORDER BY 1")
+        .await;
+    for route in [
+        "/api/v1/companies/{id}/prices",
+        "/api/v1/news/feed",
+        "/api/v1/events/wire",
+    ] {
+        assert!(routes.iter().any(|r| r == route), "{route} not among {routes:?}");
+    }
+    assert!(
+        routes.iter().all(|r| !r.contains("AAPL") && !r.contains('?')),
+        "one row per route, not per request: {routes:?}"
+    );
+    let status = other.syncer.status(&other.all_pipelines).await.unwrap();
+    let mut text = Vec::new();
+    fdsync_core::status::write_text(&mut text, &status).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("new fields:"), "{text}");
+    assert!(
+        text.contains(&format!("/api/v1/companies/{{id}}/prices {EXTRA_FIELD}")),
+        "{text}"
+    );
+    let json = serde_json::to_value(&status).unwrap();
+    assert!(
+        json["unknown_fields"].as_array().is_some_and(|a| !a.is_empty()),
+        "{json}"
+    );
 }
 
 /// Envelope fields about the request rather than the data: the wire
@@ -351,6 +393,10 @@ async fn every_field_of_every_body_served_is_stored_in_a_column_or_in_raw() {
         })
         .collect();
     assert!(lost.is_empty(), "fields served and not stored:\n{}", lost.join("\n"));
+    let unknown = h
+        .strings("SELECT route || ' ' || field FROM _sync_unknown_fields ORDER BY 1")
+        .await;
+    assert!(unknown.is_empty(), "contract fields no column holds: {unknown:?}");
 
     let mut doc = String::from(
         "# Wire fields: what fdsync reads, in which shapes, and where it keeps it\n\n\

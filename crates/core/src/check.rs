@@ -133,9 +133,18 @@ pub async fn run(config_path: &Path) -> Report {
             checks.push(check);
         }
         checks.push(warehouse(&config.warehouse.duckdb));
+        checks.push(fields(&config.warehouse.duckdb));
         checks.push(lake(config).await);
     } else {
-        for check in ["pipelines", "api key", "service", "quota", "warehouse", "lake"] {
+        for check in [
+            "pipelines",
+            "api key",
+            "service",
+            "quota",
+            "warehouse",
+            "fields",
+            "lake",
+        ] {
             checks.push(Check::skipped(check, "the config did not load"));
         }
     }
@@ -405,6 +414,35 @@ fn warehouse(path: &Path) -> Check {
                 .into(),
         ),
         None => Check::ok("warehouse", format!("{} {state}", path.display())),
+    }
+}
+
+/// Whether the service sends fields that no column holds (drift), as the
+/// warehouse recorded them.
+fn fields(path: &Path) -> Check {
+    if !path.exists() {
+        return Check::skipped("fields", "no warehouse yet");
+    }
+    let holder = WriterLock::holder_of(path);
+    let seen = crate::sink::duckdb::reader::BookkeepingReader::open(path, holder.as_ref())
+        .and_then(|reader| reader.unknown_fields());
+    match seen {
+        Err(e) => Check::skipped("fields", &format!("the warehouse could not be read: {e}")),
+        Ok(seen) if seen.is_empty() => Check::ok("fields", "every field the service sent has a column".into()),
+        Ok(seen) => {
+            let named: Vec<String> = seen.iter().map(|f| format!("{} {}", f.route, f.field)).collect();
+            Check::warn(
+                "fields",
+                format!(
+                    "the service sends {} field(s) no column holds: {}",
+                    seen.len(),
+                    named.join(", ")
+                ),
+                "their values are kept in each row's raw column; `fdsync status` shows an example of each, and a \
+                 newer fdsync may store them (docs/operations.md, Drift)"
+                    .into(),
+            )
+        }
     }
 }
 

@@ -14,6 +14,7 @@
 //!   engines' contracts ([`feeds::Fetch`]), the registry and the catalogue.
 //! - [`wire`]: the service's error body, and percent-encoding for paths.
 //! - [`records`]: what a feed's reader writes a response into, with quarantine for bad records.
+//! - [`drift`]: fields the service sends that no column holds, noticed as records are read.
 //! - [`tables`] and [`batch`]: what a table is, how one is declared with its
 //!   row struct, and the Arrow batches built from rows.
 //! - [`bookkeeping`]: fdsync's own `_sync_*` tables and the run log's
@@ -41,6 +42,7 @@ pub mod bookkeeping;
 pub mod check;
 pub mod config;
 pub mod daemon;
+pub mod drift;
 pub mod error;
 pub mod feeds;
 pub mod lake;

@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
 use crate::batch::{BatchBuilder, BatchError, Row, TableBatch};
-use crate::bookkeeping::{QuarantineRow, SYNC_QUARANTINE};
+use crate::bookkeeping::{QuarantineRow, SYNC_QUARANTINE, SYNC_UNKNOWN_FIELDS, UnknownFieldRow};
+use crate::drift::UnknownField;
 use crate::tables::TableDef;
 
 /// A record that could not be loaded, kept for `_sync_quarantine`.
@@ -29,6 +30,10 @@ pub struct Rows {
     /// Partitions of `replace` tables this response holds in full.
     replaced: Vec<(&'static str, String)>,
     pub quarantined: Vec<Quarantined>,
+    /// Fields records carried that their row types do not read.
+    pub unknown_fields: Vec<UnknownField>,
+    /// The record types whose first record was looked over for unknown fields.
+    looked_over: Vec<&'static str>,
     /// The keys of rows already made from this response, or from every page
     /// of a tape ([`Rows::share_seen`]).
     seen: SeenKeys,
@@ -47,6 +52,8 @@ impl Rows {
             builders: Vec::new(),
             replaced: Vec::new(),
             quarantined: Vec::new(),
+            unknown_fields: Vec::new(),
+            looked_over: Vec::new(),
             seen: SeenKeys::default(),
         }
     }
@@ -108,7 +115,16 @@ impl Rows {
     /// the reason naming the field, the value and what was expected.
     pub fn parse<T: DeserializeOwned>(&mut self, raw: &RawValue, what: &str) -> Option<T> {
         let unusable = match read_record::<T>(raw.get()) {
-            Ok(v) => return Some(v),
+            Ok(v) => {
+                // One record of each kind a response: drift shows in every record alike.
+                let kind = std::any::type_name::<T>();
+                if !self.looked_over.contains(&kind) {
+                    self.looked_over.push(kind);
+                    self.unknown_fields
+                        .extend(crate::drift::unknown_fields::<T>(raw.get(), &self.route));
+                }
+                return Some(v);
+            }
             Err(e) => e,
         };
         let first = unusable.to_string();
@@ -172,6 +188,20 @@ impl Rows {
                     record: Some(&q.record),
                     error: Some(&q.error),
                     seen_at: Some(self.fetched_at),
+                });
+            }
+            out.push(TableBatch::build(b)?);
+        }
+        if !self.unknown_fields.is_empty() {
+            let mut b = BatchBuilder::new(&SYNC_UNKNOWN_FIELDS, &self.run_id, self.fetched_at);
+            for u in &self.unknown_fields {
+                b.push_bare(UnknownFieldRow {
+                    route: Some(&u.route),
+                    field: Some(&u.field),
+                    example: Some(&u.example),
+                    run_id: Some(&self.run_id),
+                    first_seen_at: Some(self.fetched_at),
+                    last_seen_at: Some(self.fetched_at),
                 });
             }
             out.push(TableBatch::build(b)?);

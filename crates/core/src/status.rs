@@ -14,7 +14,7 @@ use crate::error::SyncError;
 use crate::feeds::{BackfillKind, Fetch};
 use crate::pipeline::Pipeline;
 use crate::planner::{self, Due, History};
-use crate::sink::duckdb::reader::{BookkeepingReader, PartTexts};
+use crate::sink::duckdb::reader::{BookkeepingReader, PartTexts, UnknownFieldSeen};
 pub use crate::sink::duckdb::reader::{LastRun, QuotaStatus};
 use crate::sink::lock::{Holder, WriterLock};
 
@@ -27,6 +27,8 @@ pub struct Status {
     pub pipelines: Vec<PipelineStatus>,
     /// The last window each key was seen with (`_sync_quota`).
     pub quota: Vec<QuotaStatus>,
+    /// Fields the service sends that no column holds (`_sync_unknown_fields`).
+    pub unknown_fields: Vec<UnknownFieldSeen>,
 }
 
 #[derive(Debug, Serialize)]
@@ -112,10 +114,12 @@ pub fn of(
         writer,
         pipelines: Vec::new(),
         quota: Vec::new(),
+        unknown_fields: Vec::new(),
     };
     let (runs, oks, checkpoints, mut not_served) = match reader {
         Some(reader) => {
             status.quota = reader.quota()?;
+            status.unknown_fields = reader.unknown_fields()?;
             (
                 reader.last_runs()?,
                 reader.last_ok()?,
@@ -389,6 +393,24 @@ pub fn write_text(out: &mut impl Write, status: &Status) -> std::io::Result<()> 
                 "{:<16} not served: {}; asked again a day after",
                 "",
                 companies.join(", ")
+            )?;
+        }
+    }
+    if !status.unknown_fields.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "new fields: the service sends these, no column holds them (they stay in raw; docs/operations.md, Drift)"
+        )?;
+        for f in &status.unknown_fields {
+            writeln!(
+                out,
+                "  {} {}  first seen {}, last {}; e.g. {}",
+                f.route,
+                f.field,
+                ts(Some(f.first_seen_at)),
+                ts(Some(f.last_seen_at)),
+                shorten(f.example.as_deref().unwrap_or("-"))
             )?;
         }
     }

@@ -49,7 +49,7 @@ pub use keys::{Account, Credits};
 use news_routes::*;
 pub use quirks::{LIST_ROUTES, Quirks, RENAMED_LIST};
 use routes::*;
-pub use shapes::{Served, WireShapes};
+pub use shapes::{EXTRA_FIELD, Served, WireShapes};
 use wire::ErrorBody;
 use world::World;
 

@@ -160,6 +160,29 @@ table! {
     lineage: false,
 }
 
+table! {
+    /// Fields the service sent that no column holds (drift): one row per route
+    /// and field, from the first record of each kind in a response. The values
+    /// stay in each row's `raw`; `fdsync status` and `check` name new ones.
+    pub const SYNC_UNKNOWN_FIELDS: UnknownFieldRow = "_sync_unknown_fields" {
+        /// The route, with identifiers as placeholders (`/api/v1/companies/{id}/prices`).
+        route: Text,
+        /// The field's path in the record (`a.b` inside an object).
+        field: Text,
+        /// A value as served (JSON text, at most 200 characters), from the first sighting.
+        example: Text,
+        /// The run that first saw it (`_sync_runs.run_id`).
+        run_id: Text,
+        /// When a response first carried it (UTC).
+        first_seen_at: Timestamp,
+        /// When a response last carried it (UTC).
+        last_seen_at: Timestamp,
+    }
+    key: &["route", "field"],
+    load: LoadRule::History,
+    lineage: false,
+}
+
 /// fdsync's own tables, after the feeds' in the catalogue
 /// ([`crate::feeds::catalogue`]).
 pub const BOOKKEEPING: &[&TableDef] = &[
@@ -169,4 +192,5 @@ pub const BOOKKEEPING: &[&TableDef] = &[
     &SYNC_REQUESTS,
     &SYNC_QUOTA,
     &SYNC_RESETS,
+    &SYNC_UNKNOWN_FIELDS,
 ];

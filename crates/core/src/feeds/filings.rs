@@ -37,6 +37,10 @@ pub struct FilingNote {
 pub struct SectionRef {
     pub key: String,
     pub title: Option<String>,
+    /// The section's length, known but not stored (it stays in `raw`):
+    /// named here so that drift detection does not report it.
+    #[serde(default, deserialize_with = "crate::wire::tolerant::option_integer")]
+    pub chars: Option<i64>,
 }
 
 /// `GET /companies/{id}/filing-notes/{accession}/{sectionKey}`.
@@ -148,6 +152,7 @@ fn read_part(rows: &mut Rows, body: &[u8], company_key: &str, accession: &str, p
     let section = SectionRef {
         key: part.key.clone(),
         title: part.title.clone(),
+        chars: None,
     };
     read_section(rows, raw, company_key, accession, &section);
     Ok(())

@@ -3,7 +3,6 @@
 //! the old copy open keeps reading it and the writer never waits for one.
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use super::SinkError;
 

@@ -27,6 +27,16 @@ pub struct PartTexts {
     pub newest_missing: Option<NaiveDate>,
 }
 
+/// A field the service sent that no column holds (`_sync_unknown_fields`).
+#[derive(Debug, Clone, Serialize)]
+pub struct UnknownFieldSeen {
+    pub route: String,
+    pub field: String,
+    pub example: Option<String>,
+    pub first_seen_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+}
+
 /// A pipeline's newest `_sync_runs` row.
 #[derive(Debug, Serialize)]
 pub struct LastRun {
@@ -352,6 +362,45 @@ impl BookkeepingReader {
                     reset_at: r.get(5)?,
                     rate_limit: r.get(6)?,
                     rate_remaining: r.get(7)?,
+                })
+            })
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
+    /// Fields the service sent that no column holds, newest sighting first;
+    /// none in a warehouse an earlier release wrote, which lacks the table.
+    ///
+    /// # Errors
+    /// When `_sync_unknown_fields` cannot be read.
+    pub fn unknown_fields(&self) -> Result<Vec<UnknownFieldSeen>, SinkError> {
+        let err = || sql_err("_sync_unknown_fields", "reading the fields no column holds");
+        let exists: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_sync_unknown_fields'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(err())?;
+        if exists == 0 {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT route, field, example, first_seen_at, last_seen_at
+                 FROM _sync_unknown_fields ORDER BY last_seen_at DESC, route, field",
+            )
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(UnknownFieldSeen {
+                    route: r.get(0)?,
+                    field: r.get(1)?,
+                    example: r.get(2)?,
+                    first_seen_at: r.get(3)?,
+                    last_seen_at: r.get(4)?,
                 })
             })
             .map_err(err())?;
