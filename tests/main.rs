@@ -44,5 +44,7 @@ mod pipelines;
 mod quirks;
 /// Crash it, starve it, feed it garbage: lose nothing (RELIABILITY.md).
 mod reliability;
+/// A warehouse an earlier release wrote, opened and synced on by this one.
+mod upgrade;
 /// Every legal shape of the wire read; every leaf the service sends stored.
 mod wire;
