@@ -29,6 +29,11 @@ fn trials(reduced: usize) -> usize {
 /// no practical limit: a child process runs on the system clock, and under a
 /// frozen emulator clock a spent minute window would never end.
 pub(crate) async fn unlimited_emulator() -> RunningEmulator {
+    unlimited_emulator_of(50).await
+}
+
+/// [`unlimited_emulator`] with `generated_companies` beside the named ones.
+pub(crate) async fn unlimited_emulator_of(generated_companies: u64) -> RunningEmulator {
     spawn(EmulatorConfig {
         clock: frozen_clock(),
         accounts: vec![Account::new(
@@ -36,7 +41,7 @@ pub(crate) async fn unlimited_emulator() -> RunningEmulator {
             PlanLimits::scale(1_000_000_000, None),
             vec![TEST_KEY.into()],
         )],
-        generated_companies: 50,
+        generated_companies,
         ..EmulatorConfig::default()
     })
     .await

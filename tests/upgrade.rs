@@ -7,10 +7,7 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use fdsync_emulator::{Account, EmulatorConfig, PlanLimits, RunningEmulator};
-
-use crate::reliability::{Subject, content, text};
-use crate::util::{TEST_KEY, frozen_clock, spawn};
+use crate::reliability::{Subject, content, text, unlimited_emulator_of};
 
 /// The pipelines the fixture was synced with: one of each load rule that
 /// keeps state across runs (upserts, history, tapes, per-company routes).
@@ -27,22 +24,6 @@ fn fixtures() -> Vec<PathBuf> {
         .collect();
     found.sort();
     found
-}
-
-/// The emulator the fixture was synced against: no generated companies,
-/// and the universe two of the named ones, so that the fixture stays small.
-async fn emulator() -> RunningEmulator {
-    spawn(EmulatorConfig {
-        clock: frozen_clock(),
-        accounts: vec![Account::new(
-            "test",
-            PlanLimits::scale(1_000_000_000, None),
-            vec![TEST_KEY.into()],
-        )],
-        generated_companies: 0,
-        ..EmulatorConfig::default()
-    })
-    .await
 }
 
 fn subject(base_url: &str) -> Subject {
@@ -78,7 +59,8 @@ async fn sync(subject: &Subject) -> u64 {
 
 #[tokio::test]
 async fn a_warehouse_an_earlier_release_wrote_syncs_on_to_what_this_release_writes() {
-    let emulator = emulator().await;
+    // No generated companies, and a universe of two: the fixture stays small.
+    let emulator = unlimited_emulator_of(0).await;
     let fresh = subject(&emulator.base_url());
     let fresh_rows = sync(&fresh).await;
 
