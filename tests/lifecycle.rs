@@ -131,7 +131,7 @@ async fn check_passes_on_a_working_setup_and_names_each_failure_with_what_to_do(
     let synced = subject.run(&["sync", "--once", "--pipeline", "coverage"]).await;
     assert!(synced.status.success(), "{}", text(&synced));
     let warehouse = subject.warehouse();
-    if crate::tools::missing(&[crate::tools::Tool::Root]).is_none() {
+    if crate::tools::missing_for("a warehouse even root cannot write", &[crate::tools::Tool::Root]).is_none() {
         let _frozen = Immutable::set(&[&warehouse, subject.dir.path()]);
         let out = subject.run(&["check", "--json"]).await;
         assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -158,7 +158,7 @@ async fn check_passes_on_a_working_setup_and_names_each_failure_with_what_to_do(
     }
 
     // A lake whose bucket does not exist, then one that does.
-    if crate::tools::missing(&[crate::tools::Tool::Python]).is_none() {
+    if crate::tools::missing_for("a lake on S3", &[crate::tools::Tool::Python]).is_none() {
         let s3 = S3Server::start().await;
         let on_s3 = |bucket: &str| {
             let mut cmd = subject.command(&["check", "--json"]);

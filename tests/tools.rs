@@ -91,6 +91,16 @@ pub fn venv_bin(name: &str) -> PathBuf {
 /// The first of `tools` that is missing, said in one line; `None` when all
 /// are here. Under `FDSYNC_TESTS_NEED_ALL=1` a missing tool panics instead.
 pub fn missing(tools: &[Tool]) -> Option<&'static str> {
+    said_missing(None, tools)
+}
+
+/// [`missing`], for one `part` of a test that runs on without it: the line
+/// says that only that part was skipped.
+pub fn missing_for(part: &str, tools: &[Tool]) -> Option<&'static str> {
+    said_missing(Some(part), tools)
+}
+
+fn said_missing(part: Option<&str>, tools: &[Tool]) -> Option<&'static str> {
     let why = tools.iter().find_map(|t| t.missing())?;
     assert!(
         std::env::var_os("FDSYNC_TESTS_NEED_ALL").is_none_or(|v| v != "1"),
@@ -99,7 +109,11 @@ pub fn missing(tools: &[Tool]) -> Option<&'static str> {
     // Straight to the terminal: the test harness captures only print macros,
     // and a skip must be seen.
     let test = std::thread::current().name().unwrap_or("a test").to_owned();
-    let _ = writeln!(std::io::stderr().lock(), "skipped {test}: {why}");
+    let skipped = match part {
+        Some(part) => format!("skipped part of {test} ({part})"),
+        None => format!("skipped {test}"),
+    };
+    let _ = writeln!(std::io::stderr().lock(), "{skipped}: {why}");
     Some(why)
 }
 

@@ -65,9 +65,6 @@ pub enum LakeError {
 /// Publishes fought over by other writers are retried this many times.
 const MAX_ATTEMPTS: u32 = 8;
 
-/// DuckDB memory for one partition's merge; more spills to the scratch folder.
-const SCRATCH_MEMORY: &str = "256MB";
-
 /// What a publish did to one table.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct TablePublished {
@@ -112,6 +109,10 @@ pub struct Lake {
     /// Whether each publish also refreshes the tables' snapshot folders
     /// ([`snapshot`]).
     snapshots: bool,
+    /// DuckDB memory for a table's merges, in MiB, as the writer's
+    /// (`[warehouse] memory_limit_mb`), so a publish stays within a sync's
+    /// bound; more spills to the scratch folder.
+    memory_limit_mb: u64,
 }
 
 impl Lake {
@@ -139,7 +140,16 @@ impl Lake {
             root: LakeRoot::open_with_env(location, env)?,
             scratch,
             snapshots: false,
+            memory_limit_mb: crate::config::DEFAULT_MEMORY_LIMIT_MB,
         })
+    }
+
+    /// Merges with `mb` MiB of DuckDB memory ([`Lake::configured`] gives
+    /// `[warehouse] memory_limit_mb`).
+    #[must_use]
+    pub fn with_memory_limit_mb(mut self, mb: u64) -> Lake {
+        self.memory_limit_mb = mb.max(crate::config::MIN_MEMORY_LIMIT_MB);
+        self
     }
 
     /// Keeps a snapshot folder per table for plain Parquet readers
@@ -164,7 +174,8 @@ impl Lake {
         let Some(dir) = &warehouse.parquet_dir else {
             return Ok(None);
         };
-        let lake = Lake::open(dir, Lake::scratch_beside(&warehouse.duckdb))?;
+        let lake =
+            Lake::open(dir, Lake::scratch_beside(&warehouse.duckdb))?.with_memory_limit_mb(warehouse.memory_limit_mb);
         Ok(Some(lake.with_snapshots(warehouse.parquet_snapshots)?))
     }
 
@@ -302,7 +313,7 @@ impl Lake {
         }
         let rebuild = changes.rebuild;
         let kind = Kind::of(table);
-        let db = ScratchDb::open(&scratch).await?;
+        let db = ScratchDb::open(&scratch, self.memory_limit_mb).await?;
         let mut touched = {
             let file = changes.file.clone();
             db.run(move |conn| rewrite::load_changes(conn, table, &file)).await?
@@ -435,7 +446,7 @@ impl Lake {
         let scratch = self.fresh_scratch(table.name)?;
         let _cleared = ClearOnDrop(scratch.clone());
         let version = delta.version().unwrap_or(0).to_string();
-        let db = ScratchDb::open(&scratch).await?;
+        let db = ScratchDb::open(&scratch, self.memory_limit_mb).await?;
         let (mut adds, mut removes) = (Vec::new(), Vec::new());
         for (partition, files) in groups {
             let name = file_name(&["compact", table.name, &version], partition.as_deref(), "c");
@@ -557,9 +568,10 @@ impl Lake {
 struct ScratchDb(Arc<std::sync::Mutex<duckdb::Connection>>);
 
 impl ScratchDb {
-    async fn open(scratch: &Path) -> Result<ScratchDb, LakeError> {
+    async fn open(scratch: &Path, memory_limit_mb: u64) -> Result<ScratchDb, LakeError> {
         let scratch = scratch.to_owned();
-        let conn = blocking(move || rewrite::scratch_connection(&scratch, SCRATCH_MEMORY)).await?;
+        let limit = format!("{memory_limit_mb}MiB");
+        let conn = blocking(move || rewrite::scratch_connection(&scratch, &limit)).await?;
         Ok(ScratchDb(Arc::new(std::sync::Mutex::new(conn))))
     }
 
