@@ -246,3 +246,39 @@ fn the_product_binary_has_no_bench_command() {
         .unwrap();
     assert_eq!(bench.status.code(), Some(2), "fdsync bench is not a command");
 }
+
+/// The oldest glibc the release binary starts on (docs/operations.md,
+/// "Where it runs"): Debian 12, Ubuntu 22.04, RHEL 9 and later. Rust's own
+/// floor is 2.17; reaching it needs a build against an older glibc.
+const GLIBC_FLOOR: (u32, u32) = (2, 34);
+
+/// No symbol of the release binary needs a glibc newer than the floor, so a
+/// binary built on a newer host still starts where the docs say it does.
+#[test]
+#[cfg(target_os = "linux")]
+fn the_release_binary_needs_no_glibc_newer_than_the_floor() {
+    let out = std::process::Command::new("objdump")
+        .args(["-T", env!("CARGO_BIN_EXE_fdsync")])
+        .output()
+        .expect("objdump (binutils) runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let mut newer: Vec<&str> = table
+        .lines()
+        .filter(|line| {
+            line.split(['(', ')', ' '])
+                .filter_map(|w| w.strip_prefix("GLIBC_"))
+                .any(|v| {
+                    let mut parts = v.split('.').map(|n| n.parse::<u32>().unwrap_or(0));
+                    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) > GLIBC_FLOOR
+                })
+        })
+        .collect();
+    newer.truncate(10);
+    assert!(table.contains("GLIBC_"), "no glibc versions read from objdump -T");
+    assert!(
+        newer.is_empty(),
+        "symbols past glibc {GLIBC_FLOOR:?}:\n{}",
+        newer.join("\n")
+    );
+}
