@@ -620,11 +620,7 @@ fn check_reader_copy(copy: &Path, warehouse: &Path) -> Result<(), String> {
     if same(copy, warehouse) {
         return Err("it is the warehouse itself ([warehouse] duckdb); name another file".into());
     }
-    let wal = |p: &Path| {
-        let mut name = p.as_os_str().to_owned();
-        name.push(".wal");
-        PathBuf::from(name)
-    };
+    let wal = crate::sink::duckdb::wal_path;
     if same(copy, &wal(warehouse)) || same(&wal(copy), warehouse) {
         return Err("it would overwrite the warehouse's own files; name another file".into());
     }
