@@ -46,7 +46,7 @@ pub fn syncer_clock() -> Result<Clock> {
 pub async fn connect(config: Config, holder: &str) -> Result<Syncer> {
     let key = config.api_key().map_err(SyncError::from)?;
     let clock = syncer_clock()?;
-    let client = Client::new(&config.upstream, Some(key), clock.clone()).context("cannot build the HTTP client")?;
+    let client = Client::new(&config.upstream, Some(key), clock.clone())?;
     let sink = open_sink(&config, holder).await?;
     Ok(Syncer {
         config,

@@ -100,6 +100,39 @@ async fn a_good_key_syncs_and_exits_0() {
     );
 }
 
+/// A machine with no CA certificates (a bare container) cannot build the
+/// HTTP client; the error says why and what to install, not "builder error".
+#[tokio::test]
+async fn no_trust_store_names_the_package_to_install() {
+    let emulator = emulator_with(&frozen_clock(), PlanLimits::build()).await;
+    let empty = tempfile::NamedTempFile::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("fdsync.toml");
+    std::fs::write(
+        &config,
+        config_text(&emulator.base_url(), &dir.path().join("wh.duckdb"), &["MSFT"]),
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_fdsync"))
+        .arg("--config")
+        .arg(&config)
+        .args(["sync", "--once"])
+        .env("FDSYNC_TEST_KEY_UNSET", crate::util::TEST_KEY)
+        .env("SSL_CERT_FILE", empty.path())
+        .env_remove("SSL_CERT_DIR")
+        .output()
+        .await
+        .unwrap();
+    let all = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{all}");
+    assert!(all.contains("No CA certificates"), "the cause is named: {all}");
+    assert!(
+        all.contains("apt-get install ca-certificates"),
+        "the fix is named: {all}"
+    );
+    assert_eq!(emulator.emulator.stats().requests, 0, "nothing was sent");
+}
+
 #[tokio::test]
 async fn an_unknown_pipeline_is_a_usage_error() {
     let (out, _dir) = run_sync(

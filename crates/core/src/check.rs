@@ -226,8 +226,8 @@ async fn service(config: &Config, key: ApiKey) -> Vec<Check> {
                 Check::fail(
                     "service",
                     1,
-                    format!("cannot build the HTTP client: {e}"),
-                    "report this as a bug".into(),
+                    e.to_string(),
+                    "install CA certificates, or report this as a bug".into(),
                 ),
                 Check::skipped("quota", "the service was not reached"),
             ];

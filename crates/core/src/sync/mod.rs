@@ -114,8 +114,8 @@ impl Syncer {
         config.upstream.api_key_file = None;
         config.warehouse.duckdb = warehouse.to_owned();
         let key = crate::config::ApiKey::parse(key, "the emulator's key")?;
-        let client = Client::new(&config.upstream, Some(key), clock.clone())
-            .map_err(|e| SyncError::Other(format!("cannot build the HTTP client: {e}")))?;
+        let client =
+            Client::new(&config.upstream, Some(key), clock.clone()).map_err(|e| SyncError::Other(e.to_string()))?;
         let sink = SinkHandle::open_configured(&config.warehouse, holder).await?;
         Ok(Syncer {
             config,

@@ -138,10 +138,34 @@ struct Inner {
     stopped: tokio_util::sync::CancellationToken,
 }
 
+/// The HTTP client could not be built. Where it happens at all, the usual
+/// cause is a machine (or image) with no CA certificates for TLS to trust.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot build the HTTP client: {detail}; if this machine has no CA certificates, install them \
+     (Debian and Ubuntu: `apt-get install ca-certificates`) or point SSL_CERT_FILE at a PEM bundle"
+)]
+pub struct ClientBuildError {
+    detail: String,
+}
+
+impl From<reqwest::Error> for ClientBuildError {
+    fn from(e: reqwest::Error) -> ClientBuildError {
+        // reqwest's own text is only "builder error": the cause is in the chain.
+        let mut detail = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            detail = format!("{detail}: {s}");
+            source = s.source();
+        }
+        ClientBuildError { detail }
+    }
+}
+
 impl Client {
     /// # Errors
-    /// When the HTTP client cannot be built (TLS backend unavailable).
-    pub fn new(config: &UpstreamConfig, key: Option<ApiKey>, clock: Clock) -> Result<Client, reqwest::Error> {
+    /// When the HTTP client cannot be built (no TLS trust store, most often).
+    pub fn new(config: &UpstreamConfig, key: Option<ApiKey>, clock: Clock) -> Result<Client, ClientBuildError> {
         let http = reqwest::Client::builder()
             .redirect(same_origin_redirects())
             .timeout(Duration::from_secs(config.timeout_secs))
