@@ -287,3 +287,162 @@ fn the_shipped_config_fits_the_free_plan_on_the_shipped_timer() {
     assert!(daemon.status.success(), "{text}");
     assert!(text.contains("live stream (auto): not connected"), "{text}");
 }
+
+/// The Dockerfile's last stage as instructions, continuation lines joined.
+fn final_stage() -> Vec<(String, String)> {
+    let dockerfile = std::fs::read_to_string(repo().join("deploy/Dockerfile")).unwrap();
+    let joined = dockerfile.replace("\\\n", " ");
+    let lines: Vec<&str> = joined.lines().map(str::trim).filter(|l| !l.starts_with('#')).collect();
+    let from = lines.iter().rposition(|l| l.starts_with("FROM ")).expect("a FROM line");
+    lines[from + 1..]
+        .iter()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(op, rest)| (op.to_owned(), rest.trim().to_owned()))
+        .collect()
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    if from.is_dir() {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        }
+    } else {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    }
+}
+
+/// The image's last stage laid out without a Docker engine: its files where
+/// its COPY lines put them, the release binary stripped as the build stage
+/// strips it, and the stage's own test (`RUN fdsync demo ...`) run with the
+/// stage's ENV. As root it runs chrooted there as the image's user, with no
+/// library in that root: the binary is static and needs none.
+#[test]
+#[cfg(target_os = "linux")]
+fn the_image_runs_its_own_test_with_the_stripped_release_binary() {
+    let stage = final_stage();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let at = |path: &str| root.join(path.trim_start_matches('/'));
+    let mut env: Vec<(String, String)> = Vec::new();
+    let mut demo: Option<Vec<String>> = None;
+    let mut binary = None;
+    let mut uid = None;
+    for (op, rest) in &stage {
+        match op.as_str() {
+            "RUN" if rest.contains("useradd ") => {
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                uid = words.windows(2).find(|w| w[0] == "--uid").map(|w| w[1].to_owned());
+                // Debian's ca-certificates package, as the stage installs it:
+                // the HTTP client will not start without a trust store.
+                if words.contains(&"ca-certificates") {
+                    let bundle = "etc/ssl/certs/ca-certificates.crt";
+                    std::fs::create_dir_all(at(bundle).parent().unwrap()).unwrap();
+                    std::fs::copy(Path::new("/").join(bundle), at(bundle))
+                        .expect("this machine's CA bundle at /etc/ssl/certs/ca-certificates.crt");
+                }
+            }
+            "COPY" if rest.starts_with("--from=build ") => {
+                let dest = rest.split_whitespace().last().unwrap();
+                binary = Some(dest.to_owned());
+                std::fs::create_dir_all(at(dest).parent().unwrap()).unwrap();
+                std::fs::copy(env!("CARGO_BIN_EXE_fdsync"), at(dest)).unwrap();
+                let strip = std::process::Command::new("strip").arg(at(dest)).status();
+                assert!(strip.expect("strip (binutils) runs").success());
+            }
+            "COPY" => {
+                let parts: Vec<&str> = rest.split_whitespace().collect();
+                let (dest, sources) = parts.split_last().unwrap();
+                for source in sources {
+                    copy_tree(&repo().join(source), &at(dest));
+                }
+            }
+            "ENV" => {
+                for pair in rest.split_whitespace() {
+                    let (key, value) = pair.split_once('=').expect("ENV KEY=VALUE");
+                    env.push((key.to_owned(), value.to_owned()));
+                }
+            }
+            "RUN" if rest.starts_with("fdsync demo ") => {
+                let command = rest.split(['>', '|', ';']).next().unwrap();
+                demo = Some(command.split_whitespace().map(str::to_owned).collect());
+            }
+            _ => {}
+        }
+    }
+    let binary = binary.expect("the last stage copies the binary from the build stage");
+    let demo = demo.expect("the last stage runs `fdsync demo` as the image's test");
+    let uid = uid.expect("the last stage makes the image's user with --uid");
+    assert_eq!(binary, "/usr/local/bin/fdsync");
+    for made in ["tmp", "var/lib/fdsync"] {
+        std::fs::create_dir_all(at(made)).unwrap();
+    }
+    let finished = |out: std::process::Output, how: &str| {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("== rows in the warehouse") && stdout.contains("Open it yourself"),
+            "the image's test failed {how}:\n{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+
+    // Outside a chroot, the image's absolute paths point into the laid-out root.
+    let inside = |value: &str| {
+        if value.starts_with('/') {
+            at(value).display().to_string()
+        } else {
+            value.to_owned()
+        }
+    };
+    let out = std::process::Command::new(at(&binary))
+        .args(demo[1..].iter().map(|a| inside(a)))
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.clone(), inside(v))))
+        .current_dir(at("var/lib/fdsync"))
+        .output()
+        .unwrap();
+    finished(out, "with the image's files");
+
+    if crate::tools::missing_for("chrooted as the image's user", &[crate::tools::Tool::Root]).is_some() {
+        return;
+    }
+    // As the RUN line does after its demo, so the image's user starts from an empty /tmp.
+    std::fs::remove_dir_all(at("tmp")).unwrap();
+    std::fs::create_dir_all(at("tmp")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(at("tmp"), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // The devices every container runtime makes: a static glibc has no
+    // dlsym for the getrandom wrapper, so randomness comes from /dev/urandom.
+    std::fs::create_dir_all(at("dev")).unwrap();
+    for (name, minor) in [("null", "3"), ("zero", "5"), ("random", "8"), ("urandom", "9")] {
+        let made = std::process::Command::new("mknod")
+            .args(["-m", "666"])
+            .arg(at(&format!("dev/{name}")))
+            .args(["c", "1", minor])
+            .status();
+        assert!(made.expect("mknod (coreutils) runs").success());
+    }
+    let libraries = ["lib", "lib64", "usr/lib"].iter().filter(|l| at(l).exists()).count();
+    assert_eq!(libraries, 0, "the root holds no shared libraries");
+    // Found on this PATH: the child's PATH, which names only the image's, would not hold it.
+    let chroot = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("chroot"))
+        .find(|path| path.is_file())
+        .expect("chroot (coreutils) is on the PATH");
+    let out = std::process::Command::new(chroot)
+        .arg(format!("--userspec={uid}:{uid}"))
+        .arg(&root)
+        .args(&demo)
+        .env_clear()
+        .envs(env.iter().cloned())
+        .env("PATH", "/usr/local/bin")
+        .env("HOME", "/var/lib/fdsync")
+        .output()
+        .expect("chroot (coreutils) runs");
+    finished(out, "chrooted as the image's user");
+}

@@ -110,6 +110,16 @@ pub fn set(purging: Purging) -> Result<(), tikv_jemalloc_ctl::Error> {
     Ok(())
 }
 
+/// glibc's `malloc_trim`, for binaries that link glibc statically. DuckDB
+/// calls it, and glibc's own would pull glibc's malloc into the link beside
+/// jemalloc's. It trims nothing, as glibc's does in a dynamic build where
+/// jemalloc leaves glibc's heap empty; the pace above returns jemalloc's pages.
+#[cfg(all(target_os = "linux", target_env = "gnu", target_feature = "crt-static"))]
+#[unsafe(no_mangle)]
+pub extern "C" fn malloc_trim(_pad: usize) -> std::ffi::c_int {
+    0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
