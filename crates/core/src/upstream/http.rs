@@ -83,6 +83,12 @@ pub(super) fn transient(route: &str, message: String, retry_after: Option<Durati
     }
 }
 
+/// The errors beneath `e`, nearest first: reqwest's own text names only the
+/// kind of failure, its causes say what went wrong.
+pub(super) fn causes(e: &reqwest::Error) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(std::error::Error::source(e), |s| s.source())
+}
+
 pub(super) fn without_url(e: &reqwest::Error) -> String {
     let kind = if e.is_timeout() {
         "timed out"
@@ -93,12 +99,7 @@ pub(super) fn without_url(e: &reqwest::Error) -> String {
     } else {
         "transport error"
     };
-    let mut source = std::error::Error::source(e);
-    let mut detail = String::new();
-    while let Some(s) = source {
-        detail = s.to_string();
-        source = s.source();
-    }
+    let detail = causes(e).last().map(ToString::to_string).unwrap_or_default();
     if detail.is_empty() {
         kind.to_owned()
     } else {

@@ -152,12 +152,10 @@ pub struct ClientBuildError {
 impl From<reqwest::Error> for ClientBuildError {
     fn from(e: reqwest::Error) -> ClientBuildError {
         // reqwest's own text is only "builder error": the cause is in the chain.
-        let mut detail = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            detail = format!("{detail}: {s}");
-            source = s.source();
-        }
+        let detail = std::iter::once(e.to_string())
+            .chain(http::causes(&e).map(ToString::to_string))
+            .collect::<Vec<_>>()
+            .join(": ");
         ClientBuildError { detail }
     }
 }
