@@ -65,6 +65,27 @@ async fn fdsync_config_names_the_config_file() {
     );
 }
 
+/// A missing config file is named once with its cause and what to do, and
+/// exits 2; the cause is not printed twice.
+#[tokio::test]
+async fn a_missing_config_file_exits_2_saying_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_fdsync"))
+        .args(["--config", "absent.toml", "status"])
+        .current_dir(dir.path())
+        .env_remove("FDSYNC_CONFIG")
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("absent.toml") && err.contains("pass --config PATH"),
+        "{err}"
+    );
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}
+
 #[tokio::test]
 async fn a_malformed_key_exits_2_before_any_request() {
     let emulator = emulator_with(&frozen_clock(), PlanLimits::build()).await;

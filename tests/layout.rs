@@ -1,9 +1,12 @@
 //! The workspace's shape: every feed with all a route family needs, the
 //! generated docs current, and the product binary without the bench.
 
+use std::collections::HashSet;
+
 use fdsync_core::feeds::FEEDS;
 use fdsync_emulator::{self as emulator, EmulatorConfig};
 
+use crate::rust_names::{rust_hashed, rust_key};
 use crate::util::repo;
 
 /// Each feed's ground-truth test: `(feed, "module::test")`, where the test
@@ -173,12 +176,12 @@ fn the_lake_partition_table_is_generated_from_the_declarations() {
 }
 
 /// The linker's layout list names DuckDB's functions, so it holds only for
-/// the DuckDB it was written from; and only C and C++ names, since a Rust
-/// name's hash differs between builds of one commit. A stale list costs
-/// memory, not correctness, so most of its names, not all, must be in the
-/// built binary.
+/// the DuckDB it was written from; fdsync's Rust functions are in a linker
+/// script as patterns without the hash that differs between builds of one
+/// commit. A stale layout costs memory, not correctness, so most of its
+/// names and patterns, not all, must be in the built binary.
 #[test]
-fn the_linker_layout_list_is_for_the_pinned_duckdb_and_this_build() {
+fn the_linker_layout_is_for_the_pinned_duckdb_and_this_build() {
     let lock = std::fs::read_to_string(repo().join("Cargo.lock")).unwrap();
     let pinned = lock
         .split("[[package]]")
@@ -187,7 +190,8 @@ fn the_linker_layout_list_is_for_the_pinned_duckdb_and_this_build() {
         .map(|v| v.trim_matches('"').to_owned())
         .expect("Cargo.lock pins duckdb");
     let list = std::fs::read_to_string(repo().join("link/symbol-order.txt")).unwrap();
-    let again = "write it again (`cargo run -p fdsync-bench --release -- symbol-order`, needs valgrind)";
+    let script = std::fs::read_to_string(repo().join("link/rust-order.ld")).unwrap();
+    let again = "write them again (`cargo run -p fdsync-bench --release -- symbol-order`, needs valgrind)";
     let written_for = list
         .lines()
         .find_map(|l| l.strip_prefix("# duckdb = "))
@@ -196,7 +200,7 @@ fn the_linker_layout_list_is_for_the_pinned_duckdb_and_this_build() {
         written_for, pinned,
         "link/symbol-order.txt was written for DuckDB {written_for}, the build pins {pinned}: {again}"
     );
-    // build.rs hands the list to the linker on x86_64 Linux only.
+    // build.rs hands both to the linker on x86_64 Linux only.
     if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
         return;
     }
@@ -206,27 +210,50 @@ fn the_linker_layout_list_is_for_the_pinned_duckdb_and_this_build() {
         .output()
         .expect("nm (binutils) reads the binary's symbols");
     assert!(nm.status.success(), "{}", String::from_utf8_lossy(&nm.stderr));
-    let symbols: std::collections::HashSet<&str> = std::str::from_utf8(&nm.stdout).unwrap().lines().collect();
+    let symbols: HashSet<&str> = std::str::from_utf8(&nm.stdout).unwrap().lines().collect();
     let names: Vec<&str> = list.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).collect();
     assert!(
         names.iter().all(|n| !rust_hashed(n)),
-        "the list names Rust functions, whose names differ between builds: C and C++ names only"
+        "link/symbol-order.txt names Rust functions, whose names differ between builds: C and C++ names only"
     );
     let found = names.iter().filter(|n| symbols.contains(*n)).count();
     assert!(
         !names.is_empty() && found * 4 >= names.len() * 3,
-        "only {found} of the list's {} functions are in the built binary: {again}",
+        "only {found} of link/symbol-order.txt's {} functions are in the built binary: {again}",
         names.len()
     );
-}
 
-/// Whether `symbol` is a Rust function's legacy name, which ends in its
-/// crate's hash (`17h` and 16 hex digits, then `E`).
-fn rust_hashed(symbol: &str) -> bool {
-    symbol
-        .strip_suffix('E')
-        .and_then(|s| s.len().checked_sub(19).map(|at| &s[at..]))
-        .is_some_and(|tail| tail.starts_with("17h") && tail[3..].bytes().all(|b| b.is_ascii_hexdigit()))
+    let keys: HashSet<String> = symbols.iter().filter_map(|s| rust_key(s)).collect();
+    let patterns: Vec<&str> = script
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("*(.text.")?.strip_suffix(')'))
+        .collect();
+    let matched = patterns.iter().filter(|p| keys.contains(**p)).count();
+    assert!(
+        !patterns.is_empty() && matched * 4 >= patterns.len() * 3,
+        "only {matched} of link/rust-order.ld's {} patterns match a function of the built binary: {again}",
+        patterns.len()
+    );
+    // The patterns took effect: the section the script adds holds code.
+    let sections = std::process::Command::new("objdump")
+        .arg("-h")
+        .arg(env!("CARGO_BIN_EXE_fdsync"))
+        .output()
+        .expect("objdump (binutils) lists the binary's sections");
+    let sections = String::from_utf8_lossy(&sections.stdout);
+    let hot = sections
+        .lines()
+        .find_map(|l| {
+            let mut words = l.split_whitespace().skip(1);
+            (words.next() == Some(".text.fdsync_hot")).then(|| words.next().map(|size| u64::from_str_radix(size, 16)))
+        })
+        .flatten()
+        .expect("the binary has the .text.fdsync_hot section link/rust-order.ld adds")
+        .unwrap();
+    assert!(
+        hot > 1 << 20,
+        "link/rust-order.ld placed only {hot} bytes of code together"
+    );
 }
 
 /// The product's commands are the operator's; the benchmarks are a crate
@@ -292,5 +319,10 @@ fn the_release_binary_needs_no_glibc_newer_than_the_floor() {
         needed.is_empty(),
         "the release binary loads shared libraries, so it needs the build host's glibc: {needed:?}\n\
          .cargo/config.toml links it statically; a RUSTFLAGS in the environment replaces those flags"
+    );
+    // Packed relocations in a dynamic binary would add GLIBC_ABI_DT_RELR here.
+    assert!(
+        !headers.contains("Version References"),
+        "the release binary requires versions of a shared library:\n{headers}"
     );
 }

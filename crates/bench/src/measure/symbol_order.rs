@@ -1,13 +1,14 @@
-//! `fdsync-bench symbol-order`: the C and C++ functions (DuckDB's, mostly)
-//! of the fdsync binary that a small backfill, its no-change run and `fdsync
-//! status` execute, each process run under callgrind, written as the list
-//! `build.rs` gives the linker. Needed again only when the DuckDB pin moves.
-//! Rust functions are left out: their names carry a hash of the features
-//! their crate was built with, which differ between `cargo install`, `cargo
-//! test` and the Docker build, so a list fits only the build it came from.
+//! `fdsync-bench symbol-order`: the functions of the fdsync binary that a
+//! small backfill, its no-change run and `fdsync status` execute, each process
+//! run under callgrind, written for the linker (build.rs) to place together.
+//! The C and C++ ones (DuckDB's, mostly) go to a list of exact names, which
+//! change only with the DuckDB pin. The Rust ones go to a linker script as
+//! section-name patterns without their hash, because the hash changes with
+//! the features cargo unifies for a build and with every dependency bump,
+//! while the path before it does not.
 //!
-//! The list is sorted by name so that writing it again shows as a readable
-//! diff; the order within it does not matter, only that the functions sit
+//! Both are sorted by name so that writing them again shows as a readable
+//! diff; the order within them does not matter, only that the functions sit
 //! together.
 
 use std::collections::{BTreeSet, HashMap};
@@ -16,6 +17,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::backfill::{bench_environment, config_for, pipelines_for};
+use super::rust_names::{rust_hashed, rust_key};
 use super::{EmulatorProcess, failure, fresh_dir};
 
 /// Large enough that every stage of a backfill runs (news pages and their
@@ -25,11 +27,17 @@ const COMPANIES: u64 = 20;
 const ITEMS: u64 = 5_000;
 
 /// Runs the three processes under callgrind against an emulator of its own
-/// and writes the functions they executed to `target`.
+/// and writes the C and C++ functions they executed to `target` and the Rust
+/// ones to `rust_target`.
 ///
 /// # Errors
-/// When valgrind is missing, a run fails, or `target` cannot be written.
-pub fn symbol_order(config: &fdsync_core::config::Config, target: &Path, out: &mut impl Write) -> anyhow::Result<()> {
+/// When valgrind is missing, a run fails, or a file cannot be written.
+pub fn symbol_order(
+    config: &fdsync_core::config::Config,
+    target: &Path,
+    rust_target: &Path,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     let this = super::fdsync_binary().canonicalize()?;
     let emulator = EmulatorProcess::start()?;
     let dir = fresh_dir("symbol-order")?;
@@ -42,12 +50,15 @@ pub fn symbol_order(config: &fdsync_core::config::Config, target: &Path, out: &m
     let sync: &[&str] = &["sync", "--once", "--all"];
     let runs = [("backfill", sync), ("no-change run", sync), ("status", &["status"])];
     let mut functions = BTreeSet::new();
+    let mut rust_patterns = BTreeSet::new();
     for (i, (what, args)) in runs.into_iter().enumerate() {
         let profile = dir.join(format!("callgrind.{i}"));
         let log = dir.join(format!("callgrind.{i}.stderr"));
         let mut command = Command::new("valgrind");
         command
-            .args(["--tool=callgrind", "--demangle=no"])
+            // DuckDB's executor spins while its workers run; valgrind's default
+            // lock lets the spinning thread keep the CPU, so `status` never ends.
+            .args(["--tool=callgrind", "--demangle=no", "--fair-sched=yes"])
             .arg(format!("--callgrind-out-file={}", profile.display()))
             .arg(&this)
             .arg("--quiet")
@@ -70,10 +81,32 @@ pub fn symbol_order(config: &fdsync_core::config::Config, target: &Path, out: &m
                 log.display()
             )));
         }
-        let mut executed = executed_functions(BufReader::new(std::fs::File::open(&profile)?), &this)?;
-        executed.retain(|name| !rust_hashed(name));
-        writeln!(out, "{what}: {} C and C++ functions of fdsync executed", executed.len())?;
-        functions.extend(executed);
+        let executed = executed_functions(BufReader::new(std::fs::File::open(&profile)?), &this)?;
+        if executed.iter().any(|name| rust_hashed(name)) {
+            return Err(failure(format!(
+                "{} has legacy Rust symbol names, which change with every build: build it with \
+                 the workspace's .cargo/config.toml (symbol-mangling-version=v0)",
+                this.display()
+            )));
+        }
+        let before = rust_patterns.len();
+        let mut c_and_cpp = 0;
+        for name in executed {
+            match rust_key(&name) {
+                Some(pattern) => {
+                    rust_patterns.insert(pattern);
+                }
+                None => {
+                    c_and_cpp += 1;
+                    functions.insert(name);
+                }
+            }
+        }
+        writeln!(
+            out,
+            "{what}: {c_and_cpp} C and C++ functions of fdsync executed, {} new Rust ones",
+            rust_patterns.len() - before
+        )?;
     }
     let mut text = format!(
         "# DuckDB's functions that a small backfill, its no-change run and `fdsync\n\
@@ -89,16 +122,28 @@ pub fn symbol_order(config: &fdsync_core::config::Config, target: &Path, out: &m
     }
     std::fs::write(target, text).map_err(|e| failure(format!("cannot write {}: {e}", target.display())))?;
     writeln!(out, "{} functions written to {}", functions.len(), target.display())?;
-    Ok(())
-}
 
-/// Whether `symbol` is a Rust function's legacy name, which ends in its
-/// crate's hash (`17h` and 16 hex digits, then `E`).
-fn rust_hashed(symbol: &str) -> bool {
-    symbol
-        .strip_suffix('E')
-        .and_then(|s| s.len().checked_sub(19).map(|at| &s[at..]))
-        .is_some_and(|tail| tail.starts_with("17h") && tail[3..].bytes().all(|b| b.is_ascii_hexdigit()))
+    let mut script = String::from(
+        "/* fdsync's Rust functions that a small backfill, its no-change run and\n\
+         \x20  `fdsync status` execute, placed together before .text (build.rs). Each\n\
+         \x20  pattern is a function's section without the hash its name ends in, so\n\
+         \x20  it holds across builds; written by `fdsync-bench symbol-order`. */\n\
+         SECTIONS {\n  .text.fdsync_hot : {\n",
+    );
+    for pattern in &rust_patterns {
+        script.push_str("    *(.text.");
+        script.push_str(pattern);
+        script.push_str(")\n");
+    }
+    script.push_str("  }\n} INSERT BEFORE .text;\n");
+    std::fs::write(rust_target, script).map_err(|e| failure(format!("cannot write {}: {e}", rust_target.display())))?;
+    writeln!(
+        out,
+        "{} Rust patterns written to {}",
+        rust_patterns.len(),
+        rust_target.display()
+    )?;
+    Ok(())
 }
 
 /// The DuckDB version the workspace's `Cargo.lock` pins.
@@ -200,7 +245,5 @@ mod tests {
             ],
             "memcpy, strlen (another object), the address and (below main) are left out",
         );
-        assert!(rust_hashed("_ZN6fdsync4main17h0123456789abcdefE"));
-        assert!(!rust_hashed("_ZN6duckdb8Database4OpenEv"));
     }
 }
