@@ -83,6 +83,7 @@ async fn stored_bars(h: &Harness, company_key: &str) -> Vec<(String, f64, i64)> 
         .unwrap()
 }
 
+/// Ground truth: prices.
 #[tokio::test]
 async fn new_and_restated_bars_land_and_match_the_service() {
     let h = Harness::new(PlanLimits::build(), &["AAPL", "MSFT"]).await;

@@ -9,76 +9,35 @@ use fdsync_emulator::{self as emulator, EmulatorConfig};
 use crate::rust_names::{rust_hashed, rust_key};
 use crate::util::repo;
 
-/// Each feed's ground-truth test: `(feed, "module::test")`, where the test
-/// holds the feed's tables against what the emulator served.
-const GROUND_TRUTH: &[(&str, &str)] = &[
-    ("companies", "pipelines::a_renamed_company_lands_with_when_it_changed"),
-    (
-        "prices",
-        "incremental::new_and_restated_bars_land_and_match_the_service",
-    ),
-    (
-        "dividends",
-        "pipelines::dividends_indices_and_coverage_match_the_emulator_over_weeks",
-    ),
-    (
-        "indices",
-        "pipelines::dividends_indices_and_coverage_match_the_emulator_over_weeks",
-    ),
-    (
-        "coverage",
-        "pipelines::dividends_indices_and_coverage_match_the_emulator_over_weeks",
-    ),
-    ("macro", "macro_history::macro_history_keeps_every_vintage_ever_served"),
-    (
-        "events",
-        "pipelines::events_and_item_texts_match_the_emulator_while_filings_arrive",
-    ),
-    (
-        "events_wire",
-        "pipelines::events_and_item_texts_match_the_emulator_while_filings_arrive",
-    ),
-    (
-        "events_latest",
-        "pipelines::events_and_item_texts_match_the_emulator_while_filings_arrive",
-    ),
-    (
-        "event_texts",
-        "pipelines::events_and_item_texts_match_the_emulator_while_filings_arrive",
-    ),
-    (
-        "news",
-        "pipelines::news_tape_matches_the_emulator_through_arrivals_and_rewrites",
-    ),
-    (
-        "company_news",
-        "pipelines::company_news_follows_lineage_and_the_configured_filters",
-    ),
-    (
-        "news_sources",
-        "pipelines::company_news_follows_lineage_and_the_configured_filters",
-    ),
-    (
-        "news_topics",
-        "pipelines::company_news_follows_lineage_and_the_configured_filters",
-    ),
-    (
-        "regulation",
-        "pipelines::company_documents_and_geo_match_the_emulator_over_a_year",
-    ),
-    (
-        "monthly_revenue",
-        "pipelines::company_documents_and_geo_match_the_emulator_over_a_year",
-    ),
-    (
-        "filings",
-        "pipelines::company_documents_and_geo_match_the_emulator_over_a_year",
-    ),
-    (
-        "geo",
-        "pipelines::company_documents_and_geo_match_the_emulator_over_a_year",
-    ),
-];
+/// The feeds each test under tests/ holds against the emulator's ground
+/// truth, from the `/// Ground truth: a, b.` line of its doc comment, with
+/// the test's name.
+fn ground_truth_tests() -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(repo().join("tests")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let source = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = source.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(feeds) = line.trim().strip_prefix("/// Ground truth: ") else {
+                continue;
+            };
+            // The test is the first function after its doc comment.
+            let name = lines[i..]
+                .iter()
+                .find_map(|l| l.split("fn ").nth(1).filter(|_| !l.trim_start().starts_with("///")))
+                .and_then(|rest| rest.split('(').next())
+                .unwrap_or("?");
+            for feed in feeds.trim_end_matches('.').split(',') {
+                found.push((feed.trim().to_string(), name.to_string()));
+            }
+        }
+    }
+    found
+}
 
 /// A feed's route with its placeholders filled: a company, a filing, a
 /// country and a layer the emulator may or may not hold, which is enough to
@@ -106,6 +65,7 @@ async fn every_feed_has_an_emulator_route_a_pipeline_file_a_lake_row_and_a_groun
     let http = reqwest::Client::new();
     let pipelines = fdsync_core::pipeline::load_dir(&repo().join("pipelines"), None).unwrap();
     let lake = std::fs::read_to_string(repo().join("docs/lake.md")).unwrap();
+    let truth = ground_truth_tests();
     let mut missing = Vec::new();
     for feed in FEEDS {
         let url = format!("{}{}", running.base_url(), filled(feed.route));
@@ -131,19 +91,11 @@ async fn every_feed_has_an_emulator_route_a_pipeline_file_a_lake_row_and_a_groun
                 ));
             }
         }
-        match GROUND_TRUTH.iter().find(|(name, _)| *name == feed.name) {
-            None => missing.push(format!(
-                "{}: no ground-truth test in tests/layout.rs's GROUND_TRUTH",
-                feed.name
-            )),
-            Some((_, test)) => {
-                let (module, function) = test.split_once("::").unwrap();
-                let source = std::fs::read_to_string(repo().join(format!("tests/{module}.rs"))).unwrap_or_default();
-                if !source.contains(&format!("async fn {function}()")) && !source.contains(&format!("fn {function}()"))
-                {
-                    missing.push(format!("{}: its ground-truth test {test} does not exist", feed.name));
-                }
-            }
+        if !truth.iter().any(|(name, _)| name == feed.name) {
+            missing.push(format!(
+                "{}: no test under tests/ says \"/// Ground truth: {}.\" in its doc comment",
+                feed.name, feed.name
+            ));
         }
     }
     assert!(

@@ -38,6 +38,7 @@ fn split(row: &str) -> Point {
 /// served, a March value is restated under its first vintage. The warehouse
 /// holds exactly every point ever served, each with the run that first and
 /// last saw it, and `macro_latest` / `macro_as_of` answer as the service did.
+/// Ground truth: macro.
 #[tokio::test]
 async fn macro_history_keeps_every_vintage_ever_served() {
     let countries = ["US", "JP"];

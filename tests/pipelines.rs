@@ -40,6 +40,7 @@ async fn every_pipeline_loads_at_the_least_memory_limit() {
 /// new items and rewritten headlines. The warehouse holds every item from the
 /// horizon on, each in the version served last, with licence-withheld fields
 /// NULL, and every headline version some run could have seen.
+/// Ground truth: news.
 #[tokio::test]
 async fn news_tape_matches_the_emulator_through_arrivals_and_rewrites() {
     let h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
@@ -99,6 +100,7 @@ async fn news_tape_matches_the_emulator_through_arrivals_and_rewrites() {
 
 /// Each company's feed includes items tagged to predecessors in its lineage,
 /// with the configured filters applied to every request.
+/// Ground truth: company_news, news_sources, news_topics.
 #[tokio::test]
 async fn company_news_follows_lineage_and_the_configured_filters() {
     let mut h = Harness::new(PlanLimits::build(), &["META", "MSFT"]).await;
@@ -188,6 +190,7 @@ fn event_row(e: &events::Event, now: DateTime<Utc>) -> String {
 /// index, and item texts: every event from the wire's horizon plus the
 /// companies' whole history, each with the headline the gate has passed by
 /// the last run, and every item text of recent filings exactly once.
+/// Ground truth: events, events_wire, events_latest, event_texts.
 #[tokio::test]
 async fn events_and_item_texts_match_the_emulator_while_filings_arrive() {
     let h = Harness::new(PlanLimits::build(), &["MSFT", "AAPL"]).await;
@@ -298,6 +301,7 @@ async fn events_and_item_texts_match_the_emulator_while_filings_arrive() {
 
 /// Regulation (replaced per company, coverage logged on change), monthly
 /// revenue (a 404 remembered), filings and sections (fetched once), geo.
+/// Ground truth: regulation, monthly_revenue, filings, geo.
 #[tokio::test]
 async fn company_documents_and_geo_match_the_emulator_over_a_year() {
     let mut h = Harness::new(PlanLimits::build(), &["MSFT", "TW:2330", "JP:7203"]).await;
@@ -486,6 +490,7 @@ async fn a_bad_record_is_quarantined_and_the_run_goes_on_partial() {
 
 /// Dividends with their daily summary, index snapshots and coverage
 /// snapshots, over runs weeks apart: one row per key, each as served.
+/// Ground truth: dividends, indices, coverage.
 #[tokio::test]
 async fn dividends_indices_and_coverage_match_the_emulator_over_weeks() {
     let h = Harness::new(PlanLimits::build(), &["MSFT", "O"]).await;
@@ -578,6 +583,7 @@ async fn dividends_indices_and_coverage_match_the_emulator_over_weeks() {
 /// aliases: a rename on the emulator's clock lands
 /// in `companies`, and `company_versions` keeps both names with when each
 /// was first and last seen. Other pipelines never ask again.
+/// Ground truth: companies.
 #[tokio::test]
 async fn a_renamed_company_lands_with_when_it_changed() {
     let h = Harness::new(PlanLimits::build(), &["O", "0000726728", "MSFT"]).await;
