@@ -287,26 +287,11 @@ fn main() -> ExitCode {
         Err(e) => {
             match e.downcast_ref::<SyncError>() {
                 Some(e) => eprintln!("error: {e}"),
-                None => eprintln!("error: {}", message(&e)),
+                None => eprintln!("error: {}", fdsync_core::error::one_line(&e)),
             }
             ExitCode::from(exit_code(&e))
         }
     }
-}
-
-/// An error and its causes on one line, leaving out a cause whose text the
-/// message before it already quotes (a config error names its io error).
-fn message(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if line.is_empty() {
-            line = text;
-        } else if !line.contains(&text) {
-            line = format!("{line}: {text}");
-        }
-    }
-    line
 }
 
 /// The operator contract's exit code for an error: what the library says

@@ -51,7 +51,7 @@ fn main() -> ExitCode {
     let fdsync = match cli.fdsync.map_or_else(measure::fdsync_beside_this, Ok) {
         Ok(path) => path,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", fdsync_core::error::one_line(&e));
             return ExitCode::from(2);
         }
     };
@@ -66,7 +66,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(&cli.config, cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", fdsync_core::error::one_line(&e));
             ExitCode::from(1)
         }
     }

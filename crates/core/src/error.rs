@@ -66,3 +66,19 @@ impl SyncError {
         }
     }
 }
+
+/// An error and its causes on one line, as `{:#}` prints them, leaving out a
+/// cause whose text the message before it already quotes: most of the
+/// project's errors name their source in their own message.
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.is_empty() {
+            line = text;
+        } else if !line.contains(&text) {
+            line = format!("{line}: {text}");
+        }
+    }
+    line
+}
