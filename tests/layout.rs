@@ -9,34 +9,22 @@ use fdsync_emulator::{self as emulator, EmulatorConfig};
 use crate::rust_names::{rust_hashed, rust_key};
 use crate::util::repo;
 
-/// The feeds each test under tests/ holds against the emulator's ground
-/// truth, from the `/// Ground truth: a, b.` line of its doc comment, with
-/// the test's name.
-fn ground_truth_tests() -> Vec<(String, String)> {
-    let mut found = Vec::new();
+/// The feeds the tests under tests/ hold against the emulator's ground
+/// truth: each such test's doc comment has a `/// Ground truth: a, b.` line.
+fn ground_truth_feeds() -> HashSet<String> {
+    let mut feeds = HashSet::new();
     for entry in std::fs::read_dir(repo().join("tests")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "rs") {
             continue;
         }
-        let source = std::fs::read_to_string(&path).unwrap();
-        let lines: Vec<&str> = source.lines().collect();
-        for (i, line) in lines.iter().enumerate() {
-            let Some(feeds) = line.trim().strip_prefix("/// Ground truth: ") else {
-                continue;
-            };
-            // The test is the first function after its doc comment.
-            let name = lines[i..]
-                .iter()
-                .find_map(|l| l.split("fn ").nth(1).filter(|_| !l.trim_start().starts_with("///")))
-                .and_then(|rest| rest.split('(').next())
-                .unwrap_or("?");
-            for feed in feeds.trim_end_matches('.').split(',') {
-                found.push((feed.trim().to_string(), name.to_string()));
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            if let Some(names) = line.trim().strip_prefix("/// Ground truth: ") {
+                feeds.extend(names.trim_end_matches('.').split(',').map(|n| n.trim().to_owned()));
             }
         }
     }
-    found
+    feeds
 }
 
 /// A feed's route with its placeholders filled: a company, a filing, a
@@ -65,7 +53,7 @@ async fn every_feed_has_an_emulator_route_a_pipeline_file_a_lake_row_and_a_groun
     let http = reqwest::Client::new();
     let pipelines = fdsync_core::pipeline::load_dir(&repo().join("pipelines"), None).unwrap();
     let lake = std::fs::read_to_string(repo().join("docs/lake.md")).unwrap();
-    let truth = ground_truth_tests();
+    let truth = ground_truth_feeds();
     let mut missing = Vec::new();
     for feed in FEEDS {
         let url = format!("{}{}", running.base_url(), filled(feed.route));
@@ -91,7 +79,7 @@ async fn every_feed_has_an_emulator_route_a_pipeline_file_a_lake_row_and_a_groun
                 ));
             }
         }
-        if !truth.iter().any(|(name, _)| name == feed.name) {
+        if !truth.contains(feed.name) {
             missing.push(format!(
                 "{}: no test under tests/ says \"/// Ground truth: {}.\" in its doc comment",
                 feed.name, feed.name
