@@ -398,14 +398,7 @@ async fn sigterm_mid_backfill_commits_what_was_received_and_the_next_run_finishe
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
     let signalled = std::time::Instant::now();
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    crate::util::sigterm(&child).await;
     let out = child.wait_with_output().await.unwrap();
     let took = signalled.elapsed();
     let before_signal = emulator.emulator.stats().requests - started;

@@ -258,15 +258,13 @@ impl Harness {
     }
 }
 
-/// Sends SIGTERM to `child`, as systemd and Kubernetes stop a service.
+/// Sends SIGTERM to `child`, as systemd and Kubernetes stop a service. A
+/// system call, not the `kill` program, which a minimal Debian does not have.
 pub async fn sigterm(child: &tokio::process::Child) {
-    let pid = child.id().expect("the child still runs").to_string();
-    let sent = tokio::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .unwrap();
-    assert!(sent.success(), "kill -TERM {pid}");
+    let id = child.id().expect("the child still runs");
+    let pid = rustix::process::Pid::from_raw(id.try_into().expect("a process id fits an i32")).expect("a process id");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM)
+        .unwrap_or_else(|e| panic!("SIGTERM to process {id}: {e}"));
 }
 
 /// Checks that the checked-in `doc` (a path in the repository) is
