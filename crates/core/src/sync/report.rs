@@ -95,9 +95,13 @@ impl SyncReport {
     /// # Errors
     /// When `out` cannot be written.
     pub fn write_text(&self, out: &mut dyn Write) -> Result<(), SyncError> {
+        // As wide as the longest name, so `monthly_revenue` keeps its columns.
+        let w = (self.outcomes.iter().map(|o| o.pipeline.len()))
+            .chain(self.deferred.iter().map(String::len))
+            .fold("pipeline".len(), usize::max);
         writeln!(
             out,
-            "  {:<14} {:<16} {:>8} {:>12}  note",
+            "  {:<w$} {:<16} {:>8} {:>12}  note",
             "pipeline", "status", "requests", "rows written"
         )?;
         for o in &self.outcomes {
@@ -106,7 +110,7 @@ impl SyncReport {
             let note: Vec<&str> = o.error.as_deref().into_iter().chain(not_served.as_deref()).collect();
             writeln!(
                 out,
-                "  {:<14} {:<16} {:>8} {:>12}  {}",
+                "  {:<w$} {:<16} {:>8} {:>12}  {}",
                 o.pipeline,
                 o.status.to_string(),
                 o.requests,
@@ -117,7 +121,7 @@ impl SyncReport {
         for name in &self.deferred {
             writeln!(
                 out,
-                "  {name:<14} {:<16} {:>8} {:>12}  request budget spent",
+                "  {name:<w$} {:<16} {:>8} {:>12}  request budget spent",
                 "deferred", 0, 0
             )?;
         }
