@@ -23,7 +23,7 @@ pub enum Tool {
     Java,
     /// Node 18 or newer, and Azurite in `tests/node_modules`.
     Node,
-    /// Root, to mount a small tmpfs and set `chattr +i`.
+    /// Root, to mount a small tmpfs, set `chattr +i` and chroot.
     Root,
 }
 
@@ -43,7 +43,7 @@ impl Tool {
                 "Node 18 or newer with Azurite is missing: install Node (`apt install nodejs npm`, `brew install node`), then `sh tests/run` installs Azurite"
             }
             Tool::Root => {
-                "root is needed to mount a small tmpfs and set chattr +i: run the tests as root, or in a container (`sudo -E sh tests/run`)"
+                "root is needed to mount a small tmpfs, set chattr +i or chroot: run the tests as root, or in a container (`sudo -E sh tests/run`)"
             }
         })
     }
