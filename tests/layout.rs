@@ -9,18 +9,21 @@ use fdsync_emulator::{self as emulator, EmulatorConfig};
 use crate::rust_names::{rust_hashed, rust_key};
 use crate::util::repo;
 
-/// The feeds the tests under tests/ hold against the emulator's ground
-/// truth: each such test's doc comment has a `/// Ground truth: a, b.` line.
+/// The feeds some test holds against the emulator's ground truth: each such
+/// test's doc comment has a `/// Ground truth: a, b.` line. They live under
+/// tests/ (a scenario across feeds) or in the feed's module.
 fn ground_truth_feeds() -> HashSet<String> {
     let mut feeds = HashSet::new();
-    for entry in std::fs::read_dir(repo().join("tests")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "rs") {
-            continue;
-        }
-        for line in std::fs::read_to_string(&path).unwrap().lines() {
-            if let Some(names) = line.trim().strip_prefix("/// Ground truth: ") {
-                feeds.extend(names.trim_end_matches('.').split(',').map(|n| n.trim().to_owned()));
+    for dir in ["tests", "crates/core/src/feeds"] {
+        for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                if let Some(names) = line.trim().strip_prefix("/// Ground truth: ") {
+                    feeds.extend(names.trim_end_matches('.').split(',').map(|n| n.trim().to_owned()));
+                }
             }
         }
     }
@@ -81,7 +84,7 @@ async fn every_feed_has_an_emulator_route_a_pipeline_file_a_lake_row_and_a_groun
         }
         if !truth.contains(feed.name) {
             missing.push(format!(
-                "{}: no test under tests/ says \"/// Ground truth: {}.\" in its doc comment",
+                "{}: no test (under tests/ or in its feed module) says \"/// Ground truth: {}.\" in its doc comment",
                 feed.name, feed.name
             ));
         }
@@ -113,6 +116,35 @@ fn the_lake_partition_table_is_generated_from_the_declarations() {
             "docs/lake.md's partition table is out of date: FDSYNC_BLESS=1 cargo test --release --test main layout::"
         );
     }
+}
+
+/// The feed modules and the emulator's route family modules are declared by
+/// build scripts, where `cargo fmt` does not look, so rustfmt is run on them here.
+#[test]
+fn every_source_file_is_formatted() {
+    crate::tools::needs!(Rustfmt);
+    let mut files = Vec::new();
+    for dir in ["crates/core/src/feeds", "crates/emulator/src"] {
+        for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let out = std::process::Command::new("rustfmt")
+        .args(["--check", "--edition", "2024"])
+        .args(&files)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "source files cargo fmt does not reach are not formatted: \
+         `rustfmt --edition 2024 crates/core/src/feeds/*.rs crates/emulator/src/*.rs`\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The linker's layout list names DuckDB's functions, so it holds only for

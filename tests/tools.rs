@@ -1,6 +1,7 @@
 //! The tools beyond Rust that some tests need: the Python packages of
 //! `tests/requirements.txt` in `tests/.venv` (which `sh tests/run` makes),
-//! Java for Spark, Node for Azurite, and root for tmpfs mounts and `chattr`.
+//! Java for Spark, Node for Azurite, root for tmpfs mounts and `chattr`, and
+//! rustfmt.
 //!
 //! A test whose tool is missing says so in one line on the terminal, naming
 //! how to get it, and passes without running; with `FDSYNC_TESTS_NEED_ALL=1`
@@ -25,12 +26,14 @@ pub enum Tool {
     Node,
     /// Root, to mount a small tmpfs, set `chattr +i` and chroot.
     Root,
+    /// rustfmt, to check the files `cargo fmt` does not reach.
+    Rustfmt,
 }
 
 impl Tool {
     /// Why the tool is not usable here and how to get it, or `None` when it is.
     fn missing(self) -> Option<&'static str> {
-        static FOUND: [OnceLock<bool>; 4] = [const { OnceLock::new() }; 4];
+        static FOUND: [OnceLock<bool>; 5] = [const { OnceLock::new() }; 5];
         let found = *FOUND[self as usize].get_or_init(|| self.found());
         (!found).then_some(match self {
             Tool::Python => {
@@ -45,6 +48,7 @@ impl Tool {
             Tool::Root => {
                 "root is needed to mount a small tmpfs, set chattr +i or chroot: run the tests as root, or in a container (`sudo -E sh tests/run`)"
             }
+            Tool::Rustfmt => "rustfmt is not on PATH: `rustup component add rustfmt`",
         })
     }
 
@@ -66,6 +70,10 @@ impl Tool {
                 .arg("-u")
                 .output()
                 .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "0"),
+            Tool::Rustfmt => Command::new("rustfmt")
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success()),
         }
     }
 }

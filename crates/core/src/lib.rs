@@ -60,3 +60,10 @@ pub mod sync;
 pub mod tables;
 pub mod upstream;
 pub mod wire;
+
+// The tests' kit, shared with the integration tests, names this crate as they do.
+#[cfg(test)]
+extern crate self as fdsync_core;
+#[cfg(test)]
+#[allow(dead_code)]
+pub(crate) mod testkit;

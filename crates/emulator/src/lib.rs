@@ -11,7 +11,6 @@ pub mod company_docs;
 mod config;
 pub mod events;
 mod gate;
-pub mod geo;
 mod hostile;
 pub mod keys;
 pub mod macro_series;
@@ -23,6 +22,8 @@ mod routes;
 mod shapes;
 pub mod wire;
 pub mod world;
+// The route family modules and `FAMILIES`, their routes, from the files in this folder.
+include!(concat!(env!("OUT_DIR"), "/families.rs"));
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -124,6 +125,10 @@ impl IntoResponse for ApiError {
 }
 
 type ApiResult = Result<Response, ApiError>;
+
+/// The data routes before the state is given: what a route family module's
+/// `routes` adds to.
+type DataRouter = Router<Arc<AppState>>;
 
 impl Emulator {
     pub fn new(config: EmulatorConfig) -> Emulator {
@@ -262,12 +267,13 @@ impl Emulator {
             .route("/api/v1/indices", get(indices))
             .route("/api/v1/countries/{iso}", get(country))
             .route("/api/v1/countries/{iso}/series", get(country_series))
-            .route("/api/v1/geo/layers", get(geo_layers))
-            .route("/api/v1/geo/countries", get(geo_countries))
             .route("/api/v1/keys", get(account_surface))
             .route("/api/v1/billing", get(account_surface))
             .route("/api/v1/watchlists", get(account_surface))
-            .route("/api/v1/workspace", get(account_surface))
+            .route("/api/v1/workspace", get(account_surface));
+        let data = FAMILIES
+            .iter()
+            .fold(data, |router, routes| routes(router))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
             .layer(middleware::from_fn_with_state(self.state.clone(), quirks::quirks))
             .layer(middleware::from_fn_with_state(self.state.clone(), shapes::shapes))

@@ -1,5 +1,5 @@
 //! The data routes: companies, prices, dividends, indices, coverage, macro,
-//! geo, regulation, monthly revenue, filings and 8-K events, and the account
+//! regulation, monthly revenue, filings and 8-K events, and the account
 //! and MCP surfaces.
 
 use super::*;
@@ -198,37 +198,6 @@ pub(super) async fn country_series(
         "sourceLink": null,
     }))
     .into_response())
-}
-
-pub(super) async fn geo_layers(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    let day = state.clock.now().date_naive();
-    let layers: Vec<serde_json::Value> = geo::LAYERS
-        .iter()
-        .map(|l| json!({"code": l.code, "name": l.name, "reviewedAssets": geo::reviewed_assets(state.world.seed, l.code, day)}))
-        .collect();
-    Json(json!({"layers": layers}))
-}
-
-pub(super) async fn geo_countries(
-    State(state): State<Arc<AppState>>,
-    Query(query): Query<HashMap<String, String>>,
-) -> ApiResult {
-    let raw = query.get("layers").map(String::as_str).unwrap_or_default();
-    let codes: Vec<&str> = raw.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-    if codes.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "missing parameter 'layers': comma-separated codes from /geo/layers",
-        ));
-    }
-    if let Some(bad) = codes.iter().find(|c| geo::layer(c).is_none()) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("unknown layer '{bad}': see /api/v1/geo/layers"),
-        ));
-    }
-    let counts = geo::country_counts(state.world.seed, &codes, state.clock.now().date_naive());
-    Ok(Json(json!({"layers": codes, "countries": counts})).into_response())
 }
 
 pub(super) async fn regulation(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {

@@ -5,23 +5,14 @@
 //! file names a feed, and the warehouse catalogue ([`catalogue`]) is every
 //! feed's tables.
 //!
-//! Adding a feed is a module here, its line in [`FEEDS`], a pipeline file and
-//! the emulator's route; a table added to a feed's response is a
+//! Adding a feed is a file here declaring its `pub static ...: Feed`, which
+//! the build declares as a module and lists in [`FEEDS`], a pipeline file
+//! and the emulator's route; a table added to a feed's response is a
 //! [`table!`](crate::tables::table) and its rows in that feed's module.
 
-pub mod companies;
-pub mod coverage;
-pub mod dividends;
-pub mod events;
 mod fetch;
-pub mod filings;
-pub mod geo;
-pub mod indices;
-pub mod macro_series;
-pub mod monthly_revenue;
-pub mod news;
-pub mod prices;
-pub mod regulation;
+// The feed modules and `FEEDS`, the registry, from the files in this folder.
+include!(concat!(env!("OUT_DIR"), "/feeds.rs"));
 
 use serde::Deserialize;
 
@@ -122,28 +113,6 @@ impl Params {
         .collect()
     }
 }
-
-/// Every feed fdsync reads.
-pub static FEEDS: &[&Feed] = &[
-    &companies::FEED,
-    &prices::FEED,
-    &dividends::FEED,
-    &indices::FEED,
-    &coverage::FEED,
-    &macro_series::FEED,
-    &events::FEED,
-    &events::WIRE,
-    &events::LATEST,
-    &events::TEXTS,
-    &news::FEED,
-    &news::COMPANY,
-    &news::SOURCES,
-    &news::TOPICS,
-    &regulation::FEED,
-    &monthly_revenue::FEED,
-    &filings::FEED,
-    &geo::FEED,
-];
 
 /// Looks a feed up by name.
 pub fn feed(name: &str) -> Option<&'static Feed> {

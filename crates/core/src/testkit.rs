@@ -1,5 +1,8 @@
-//! Helpers: an emulator on 127.0.0.1:0, a throwaway warehouse, and a syncer
-//! wired to both, so each test reads as what it checks.
+//! The tests' kit: an emulator on 127.0.0.1:0, a throwaway warehouse, and a
+//! syncer wired to both, so each test reads as what it checks. One file for
+//! the integration tests under tests/ (as `util`) and for this crate's own
+//! tests, such as a feed module's ground-truth test (as `crate::testkit`):
+//! `fdsync_core::` names this crate in both.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -22,14 +25,20 @@ pub fn start_time() -> DateTime<Utc> {
     "2026-11-25T23:00:00Z".parse().unwrap()
 }
 
-/// The checkout being tested. Cargo sets `CARGO_MANIFEST_DIR` when it runs a test,
-/// and that wins over the compile-time value: cargo reuses a test binary built from
-/// another clone that shares the target folder (as CI does), with that clone's path
-/// baked in.
+/// The checkout being tested: the folder holding `pipelines/`, from the
+/// crate's folder up. Cargo sets `CARGO_MANIFEST_DIR` when it runs a test,
+/// and that wins over the compile-time value: cargo reuses a test binary built
+/// from another clone that shares the target folder (as CI does), with that
+/// clone's path baked in.
 pub fn repo() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest
+        .ancestors()
+        .find(|dir| dir.join("pipelines").is_dir())
+        .unwrap_or_else(|| panic!("no pipelines/ folder above {}", manifest.display()))
+        .to_path_buf()
 }
 
 /// A frozen simulated clock: it moves only when someone waits or a test advances it.
