@@ -9,21 +9,27 @@ use fdsync_emulator::{self as emulator, EmulatorConfig};
 use crate::rust_names::{rust_hashed, rust_key};
 use crate::util::repo;
 
+/// The `.rs` files directly in each of `dirs` (paths from the checkout), sorted.
+fn rust_files(dirs: &[&str]) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = dirs
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(repo().join(dir)).unwrap())
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    files.sort();
+    files
+}
+
 /// The feeds some test holds against the emulator's ground truth: each such
 /// test's doc comment has a `/// Ground truth: a, b.` line. They live under
 /// tests/ (a scenario across feeds) or in the feed's module.
 fn ground_truth_feeds() -> HashSet<String> {
     let mut feeds = HashSet::new();
-    for dir in ["tests", "crates/core/src/feeds"] {
-        for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            for line in std::fs::read_to_string(&path).unwrap().lines() {
-                if let Some(names) = line.trim().strip_prefix("/// Ground truth: ") {
-                    feeds.extend(names.trim_end_matches('.').split(',').map(|n| n.trim().to_owned()));
-                }
+    for path in rust_files(&["tests", "crates/core/src/feeds"]) {
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            if let Some(names) = line.trim().strip_prefix("/// Ground truth: ") {
+                feeds.extend(names.trim_end_matches('.').split(',').map(|n| n.trim().to_owned()));
             }
         }
     }
@@ -121,18 +127,9 @@ fn the_lake_partition_table_is_generated_from_the_declarations() {
 /// The feed modules and the emulator's route family modules are declared by
 /// build scripts, where `cargo fmt` does not look, so rustfmt is run on them here.
 #[test]
-fn every_source_file_is_formatted() {
+fn the_files_build_scripts_declare_are_formatted() {
     crate::tools::needs!(Rustfmt);
-    let mut files = Vec::new();
-    for dir in ["crates/core/src/feeds", "crates/emulator/src"] {
-        for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
+    let files = rust_files(&["crates/core/src/feeds", "crates/emulator/src"]);
     let out = std::process::Command::new("rustfmt")
         .args(["--check", "--edition", "2024"])
         .args(&files)

@@ -5,7 +5,7 @@
 //! module: it becomes `feeds::<file>`, and each such static joins
 //! `feeds::FEEDS`, files in name order, statics in the order written.
 //! `cargo fmt` does not follow generated module declarations, so
-//! `layout::every_source_file_is_formatted` checks these files.
+//! `layout::the_files_build_scripts_declare_are_formatted` checks these files.
 
 use std::fmt::Write as _;
 use std::path::Path;

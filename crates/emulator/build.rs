@@ -6,7 +6,7 @@
 //! join the data routes (behind the key, the limits and the fault layers),
 //! files in name order. Other modules are declared in lib.rs. `cargo fmt`
 //! does not follow generated module declarations, so
-//! `layout::every_source_file_is_formatted` checks these files.
+//! `layout::the_files_build_scripts_declare_are_formatted` checks these files.
 
 use std::fmt::Write as _;
 use std::path::Path;
