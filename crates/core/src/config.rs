@@ -609,6 +609,15 @@ impl fmt::Display for ApiKey {
 /// The URL schemes a lake may be at.
 const LAKE_SCHEMES: &[&str] = &["file", "s3", "s3a", "gs", "az", "abfs", "abfss"];
 
+/// The write-ahead log DuckDB keeps beside `database` while changes are not
+/// yet written into the file itself. Here, below the sink, because the
+/// configuration's check of the reader copy needs it as the sink does.
+pub fn wal_path(database: &Path) -> PathBuf {
+    let mut name = database.as_os_str().to_owned();
+    name.push(".wal");
+    PathBuf::from(name)
+}
+
 /// Whether `copy` can be the reader copy of the warehouse at `warehouse`.
 fn check_reader_copy(copy: &Path, warehouse: &Path) -> Result<(), String> {
     if copy.as_os_str().is_empty() || copy.file_name().is_none() {
@@ -620,8 +629,7 @@ fn check_reader_copy(copy: &Path, warehouse: &Path) -> Result<(), String> {
     if same(copy, warehouse) {
         return Err("it is the warehouse itself ([warehouse] duckdb); name another file".into());
     }
-    let wal = crate::sink::duckdb::wal_path;
-    if same(copy, &wal(warehouse)) || same(&wal(copy), warehouse) {
+    if same(copy, &wal_path(warehouse)) || same(&wal_path(copy), warehouse) {
         return Err("it would overwrite the warehouse's own files; name another file".into());
     }
     Ok(())

@@ -27,7 +27,7 @@ pub(crate) fn publish(warehouse: &Path, copy: &Path) -> Result<Published, SinkEr
         path: copy.to_owned(),
         message,
     };
-    let wal = super::duckdb::wal_path(warehouse);
+    let wal = crate::config::wal_path(warehouse);
     if wal.exists() {
         return Err(failed(format!(
             "the warehouse has changes not yet written into its file ({}); the next run copies it",
@@ -105,7 +105,7 @@ mod tests {
         let warehouse = dir.path().join("wh.duckdb");
         let copy = dir.path().join("wh.read.duckdb");
         std::fs::write(&warehouse, b"data").unwrap();
-        std::fs::write(crate::sink::duckdb::wal_path(&warehouse), b"log").unwrap();
+        std::fs::write(crate::config::wal_path(&warehouse), b"log").unwrap();
         let e = publish(&warehouse, &copy).unwrap_err().to_string();
         assert!(e.contains("not yet written"), "{e}");
         assert!(!copy.exists());

@@ -78,14 +78,6 @@ fn durable_despite_checkpoint(message: &str) -> bool {
     message.contains("COMMIT succeeded and is durable")
 }
 
-/// The write-ahead log DuckDB keeps beside `database` while changes are not
-/// yet written into the file itself.
-pub fn wal_path(database: &std::path::Path) -> std::path::PathBuf {
-    let mut name = database.as_os_str().to_owned();
-    name.push(".wal");
-    std::path::PathBuf::from(name)
-}
-
 /// Whether DuckDB refused to open a file because another process has it
 /// (worth waiting for), rather than for a lasting reason.
 pub fn held_by_another_process(message: &str) -> bool {
