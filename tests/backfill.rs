@@ -305,3 +305,45 @@ async fn item_texts_and_sections_backfill_newest_first_to_the_whole_history_unde
     h.assert_unique("event_item_texts", "accession, item").await;
     h.assert_unique("filing_sections", "accession, section_key").await;
 }
+
+/// The first sync of every pipeline over a short tape (240 items, five
+/// companies; the news backfill as shipped, to the start of the tape, the
+/// others with the tests' horizons): the news backfill's last page lands its
+/// checkpoint after the pages held before it, so the tape ends complete, and
+/// the next run sends no `before=` request. Each answer takes 50 ms, as on a
+/// real network: the last page then lands apart from the full page before it.
+#[tokio::test]
+async fn a_first_sync_of_every_shipped_pipeline_leaves_the_news_backfill_complete() {
+    let start = news::CADENCE.epoch + chrono::Duration::seconds(240 * 45);
+    let clock = Clock::simulated(start, 0.0);
+    let config = fdsync_emulator::EmulatorConfig {
+        faults: fdsync_emulator::Faults::parse("slow=1,slow_ms=50").unwrap(),
+        ..emulator_config(&clock, PlanLimits::build())
+    };
+    let h = Harness::with_emulator(config, &["AAPL", "MSFT", "TW:2330", "JP:7203", "O"]).await;
+    let mut every = crate::util::test_pipelines();
+    for p in &mut every {
+        if p.name == "news" {
+            p.params.backfill_days = None;
+        }
+    }
+    let count = news::CADENCE.count_at(h.emulator.emulator.world().seed, h.clock.now());
+    assert!((200..=240).contains(&count), "{count} items: more than one page");
+    let _ = h.syncer.run_once(&every).await;
+    let cursor = h
+        .strings("SELECT cursor FROM _sync_checkpoints WHERE pipeline = 'news' AND \"partition\" = ''")
+        .await;
+    let cursor: serde_json::Value = serde_json::from_str(&cursor[0]).unwrap();
+    assert_eq!(cursor["complete"], true, "{cursor}");
+    assert_eq!(h.int("SELECT count(*) FROM news_items").await, count as i64);
+
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(3600));
+    let (report, _) = h.syncer.run_once(&h.only(&["news"])).await;
+    let back = h
+        .int(&format!(
+            "SELECT count(*) FROM _sync_requests WHERE run_id = '{}' AND route LIKE '%before=%'",
+            report.run_id
+        ))
+        .await;
+    assert_eq!(back, 0, "the finished backfill asks for nothing older");
+}

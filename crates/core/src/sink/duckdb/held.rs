@@ -43,6 +43,14 @@ impl Held {
         }
     }
 
+    /// `commit` without its checkpoints, which `self` loads after those of
+    /// the commits held before it: loaded at once, they would land before
+    /// the held ones, and an older cursor of the same partition would win.
+    pub(super) fn defer_checkpoints(&mut self, mut commit: Commit) -> Commit {
+        self.checkpoints.append(&mut commit.checkpoints);
+        commit
+    }
+
     /// Whether `commit`, a small one ([`SMALL_COMMIT_ROWS`]), would take one
     /// of its tables past [`HELD_ROW_GROUPS`] whole row groups: the
     /// transaction then lands without it, so no landing ends in a few
@@ -205,7 +213,7 @@ impl DuckDbSink {
         let commit = if may_hold {
             held.defer_bookkeeping(commit)
         } else {
-            commit
+            held.defer_checkpoints(commit)
         };
         let loaded = self.next_commit_seq().and_then(|seq| self.commit_inner(commit, seq));
         let committed = loaded.and_then(|stats| {

@@ -43,6 +43,21 @@ fn held_commits_land_together_or_not_at_all() {
     assert!(sink.held.is_none());
 }
 
+/// A commit that lands at once behind held ones lands its checkpoint after
+/// theirs: a checkpoint never moves back to a page read before it.
+#[test]
+fn a_commit_behind_held_ones_keeps_the_newest_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.duckdb");
+    let mut sink = DuckDbSink::open(&path, &Settings::default()).unwrap();
+    sink.commit_held(price_commit(0..2000, "a")).unwrap();
+    assert!(sink.held.is_some(), "held");
+    sink.commit(price_commit(2000..2010, "b")).unwrap();
+    assert!(sink.held.is_none(), "landed together");
+    drop(sink);
+    assert_eq!(stored_prices(&path), (2010, Some("b".to_owned())));
+}
+
 /// At the default limit a batch of new keys goes into its table whole, however
 /// many slices a merge of it would take: a short last slice merged inside a
 /// held transaction ran out of memory.
