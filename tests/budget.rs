@@ -163,6 +163,61 @@ async fn a_rotated_key_file_is_picked_up_and_a_refused_key_waits_a_bounded_time(
     );
 }
 
+/// A key revoked between runs fails the first pipeline that meets the
+/// refusal (exit 2). Once the key is replaced, the next plain run retries
+/// that pipeline at once, as unfinished work, rather than after a failing
+/// pipeline's backoff: the new key is what the operator ran it for.
+#[tokio::test]
+async fn a_pipeline_refused_the_key_runs_again_at_once_when_the_key_is_replaced() {
+    let mut h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
+    let key_file = h._tempdir.path().join("api_key");
+    std::fs::write(&key_file, format!("{TEST_KEY}\n")).unwrap();
+    h.restart(|c| c.upstream.api_key_file = Some(key_file.clone())).await;
+    let (_, result) = h.syncer.run_once(&h.pipelines).await;
+    result.unwrap();
+
+    h.emulator.emulator.revoke_key("key_0001").unwrap();
+    // Every schedule fired, and the revoke took effect.
+    h.clock
+        .as_sim()
+        .unwrap()
+        .advance(std::time::Duration::from_secs(8 * 86_400));
+    let due_now = |dues: Vec<fdsync_core::planner::Due>, pipelines: &[fdsync_core::pipeline::Pipeline]| {
+        pipelines
+            .iter()
+            .zip(dues)
+            .filter(|(_, d)| d.runs())
+            .map(|(p, _)| p.clone())
+            .collect::<Vec<_>>()
+    };
+    let due = due_now(h.syncer.due(&h.pipelines).await.unwrap(), &h.pipelines);
+    assert!(!due.is_empty());
+    let (report, result) = h.syncer.run_once(&due).await;
+    assert_eq!(result.unwrap_err().exit_code(), 2);
+    let refused = report.outcomes.last().expect("a pipeline met the refusal");
+    assert_eq!(refused.status, RunStatus::Failed, "{report:?}");
+    let refused = refused.pipeline.clone();
+
+    let replacement = h.emulator.emulator.create_key("test").unwrap();
+    std::fs::write(&key_file, format!("{}\n", replacement.key)).unwrap();
+    let dues = h.syncer.due(&h.pipelines).await.unwrap();
+    let (_, why) = h.pipelines.iter().zip(&dues).find(|(p, _)| p.name == refused).unwrap();
+    assert!(
+        matches!(why, fdsync_core::planner::Due::Unfinished { .. }),
+        "{refused}: {why}"
+    );
+    let due = due_now(dues, &h.pipelines);
+    let (report, result) = h.syncer.run_once(&due).await;
+    result.unwrap();
+    assert!(
+        report
+            .outcomes
+            .iter()
+            .any(|o| o.pipeline == refused && o.status == RunStatus::Ok),
+        "{report:?}"
+    );
+}
+
 /// Eight requests in flight against five a minute: they share one budget.
 #[tokio::test]
 async fn concurrent_requests_share_one_rate_budget() {

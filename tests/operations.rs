@@ -428,3 +428,87 @@ async fn a_dead_writer_stops_the_daemon_with_an_error() {
     assert!(err.to_string().contains("writer stopped"), "{err}");
     assert_ne!(err.exit_code(), 0);
 }
+
+/// The service refuses the live stream (403 to this key): the daemon asks
+/// again later and later rather than stop or reconnect at once, and its
+/// pipelines keep running on their schedules, news polling among them.
+#[tokio::test]
+async fn a_stream_refused_403_keeps_the_daemons_pipelines_running() {
+    let config = fdsync_emulator::EmulatorConfig {
+        quirks: fdsync_emulator::Quirks::parse("refuse=stream:403").unwrap(),
+        ..emulator_config(&frozen_clock(), PlanLimits::build())
+    };
+    let h = Harness::with_emulator(config, &["MSFT"]).await;
+    let mut pipelines = h.only(&["news", "indices"]);
+    for p in &mut pipelines {
+        p.params.backfill_days = Some(1);
+    }
+    let config = h.syncer.config.clone();
+    h.syncer.sink.close().await;
+    let syncer = crate::util::syncer(config.clone(), &h.clock).await;
+    let started = h.clock.now();
+    let daemon = fdsync_core::daemon::Daemon {
+        syncer: std::sync::Arc::new(syncer),
+        pipelines,
+        stream: fdsync_core::config::StreamMode::On,
+        metrics_addr: None,
+        stale_after: None,
+        lake: None,
+    };
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(daemon.run(shutdown.clone()));
+    let emulator = h.emulator.emulator.clone();
+    emulator.record_served();
+    // The stream's waits move the simulated clock too, so the schedules fire
+    // as it goes. A news poll forward (`after=`) is a run after the first.
+    wait_for(
+        "the stream refused and news polled again",
+        Duration::from_secs(120),
+        || {
+            let refused = emulator.stats().by_status.get(&403).copied().unwrap_or(0);
+            let polled = emulator
+                .served()
+                .iter()
+                .filter(|s| s.target.starts_with("/api/v1/news/feed?after="))
+                .count();
+            async move { refused >= 3 && polled >= 1 }
+        },
+    )
+    .await;
+    assert!(!running.is_finished(), "the daemon runs on");
+    shutdown.cancel();
+    let stopped = tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .expect("the daemon stops on request")
+        .unwrap();
+    stopped.expect("a clean stop");
+    let refused_at = h.clock.now();
+
+    let syncer = crate::util::syncer(config, &h.clock).await;
+    let sink = syncer.sink.clone();
+    let runs: Vec<(String, String)> = sink
+        .call(|s| {
+            let conn = s.reading_connection().unwrap();
+            let mut stmt = conn
+                .prepare("SELECT pipeline, status FROM _sync_runs ORDER BY started_at")
+                .unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+    let news_runs = runs.iter().filter(|(p, _)| p == "news").count();
+    assert!(news_runs >= 2, "news polled on its schedule: {runs:?}");
+    assert!(runs.iter().any(|(p, s)| p == "news" && s == "ok"), "{runs:?}");
+    assert!(runs.iter().any(|(p, s)| p == "indices" && s == "ok"), "{runs:?}");
+    // Each refusal doubles the wait from 15 minutes up to a day: eight
+    // refusals in the first two days, then one a day.
+    let refusals = h.emulator.emulator.stats().by_status.get(&403).copied().unwrap_or(0);
+    let days = (refused_at - started).num_hours() as u64 / 24;
+    assert!(
+        refusals <= 9 + days,
+        "{refusals} refusals in {days} simulated days: asked again later and later"
+    );
+}

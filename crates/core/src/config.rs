@@ -348,9 +348,40 @@ pub struct NewsFilters {
     pub flash: bool,
     /// 0 to 100.
     pub min_importance: Option<u8>,
+    /// How a filter with several values goes on the wire.
+    #[serde(default)]
+    pub list_form: ListForm,
+}
+
+/// How a news filter with several values is sent: the specification does
+/// not show it, the wire contract chose comma lists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListForm {
+    /// `tickers=AAPL,MSFT`.
+    #[default]
+    Comma,
+    /// `tickers=AAPL&tickers=MSFT`.
+    Repeated,
 }
 
 impl NewsFilters {
+    /// Whether a filter with several values is sent as one comma list: a
+    /// service that reads repeated parameters takes it for one value, and
+    /// the tape it serves is empty.
+    pub fn sends_comma_lists(&self) -> bool {
+        self.list_form == ListForm::Comma
+            && [
+                &self.tickers,
+                &self.topics,
+                &self.sources,
+                &self.exclude_sources,
+                &self.exclude_forms,
+            ]
+            .iter()
+            .any(|values| values.len() > 1)
+    }
+
     /// The filters as query parameters (`&name=value...`), empty when none are set.
     pub fn query(&self) -> String {
         let mut q = String::new();
@@ -362,8 +393,15 @@ impl NewsFilters {
             ("excludeForms", &self.exclude_forms),
         ] {
             if !values.is_empty() {
-                let joined: Vec<String> = values.iter().map(|v| crate::wire::encode(v.trim())).collect();
-                q.push_str(&format!("&{name}={}", joined.join(",")));
+                let encoded: Vec<String> = values.iter().map(|v| crate::wire::encode(v.trim())).collect();
+                match self.list_form {
+                    ListForm::Comma => q.push_str(&format!("&{name}={}", encoded.join(","))),
+                    ListForm::Repeated => {
+                        for value in encoded {
+                            q.push_str(&format!("&{name}={value}"));
+                        }
+                    }
+                }
             }
         }
         if self.flash {

@@ -91,7 +91,24 @@ impl Daemon {
                     }
                     crate::metrics::stream_planned(&pipeline.name, 86_400.0 / crate::plan::STREAM_CONNECTION_SECS);
                     tracing::info!(message = "Live stream started.", pipeline = %pipeline.name);
-                    syncer.run_stream(&pipeline, &shutdown, false).await.map(|_| ())
+                    match syncer.run_stream(&pipeline, &shutdown, false).await {
+                        Ok(_) => Ok(()),
+                        // What stops every run stops the daemon too.
+                        Err(e @ (SyncError::Sink(_) | SyncError::Unauthenticated(_) | SyncError::Misdirected(_))) => {
+                            Err(e)
+                        }
+                        // The stream only speeds the poll up: without it, the
+                        // pipelines go on polling on their schedules.
+                        Err(e) => {
+                            crate::metrics::stream_connection("stopped");
+                            tracing::error!(
+                                message = "The live stream stopped; the pipelines go on polling on their schedules.",
+                                pipeline = %pipeline.name,
+                                error = %e
+                            );
+                            Ok(())
+                        }
+                    }
                 });
             }
         }

@@ -50,6 +50,10 @@ struct Metrics {
     shortfall: Family<PipelineLabel, Gauge>,
     unreadable: Family<PipelineLabel, Counter>,
     stream_planned: Family<PipelineLabel, Gauge<f64, AtomicU64>>,
+    not_served: Family<RunLabel, Gauge>,
+    /// The statuses each pipeline's gauge was last set for, so that one
+    /// no longer seen goes back to 0.
+    not_served_seen: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
@@ -122,8 +126,16 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "The live stream's connections a day in the daemon's quota plan (0: not connected, the feed polls)",
         stream_planned.clone(),
     );
+    let not_served = Family::<RunLabel, Gauge>::default();
+    registry.register(
+        "fdsync_not_served",
+        "Companies the pipeline's route refused at its last run or within the day before, by HTTP status (402: not in the plan)",
+        not_served.clone(),
+    );
     Metrics {
         registry,
+        not_served,
+        not_served_seen: Default::default(),
         stream_planned,
         shortfall,
         unreadable,
@@ -218,6 +230,28 @@ pub fn shortfall(pipeline: &str, missing: u64, unreadable: u64) {
         .get_or_create(&label)
         .set(i64::try_from(missing).unwrap_or(i64::MAX));
     METRICS.unreadable.get_or_create(&label).inc_by(unreadable);
+}
+
+/// The companies `pipeline`'s route refused, by the status of each refusal.
+pub fn not_served(pipeline: &str, statuses: impl Iterator<Item = u16>) {
+    let mut counts: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
+    for status in statuses {
+        *counts.entry(status.to_string()).or_default() += 1;
+    }
+    let mut seen = METRICS.not_served_seen.lock().unwrap_or_else(|e| e.into_inner());
+    let before = seen
+        .insert(pipeline.to_owned(), counts.keys().cloned().collect())
+        .unwrap_or_default();
+    for status in before.into_iter().chain(counts.keys().cloned()) {
+        let label = RunLabel {
+            pipeline: pipeline.to_owned(),
+            status: status.clone(),
+        };
+        METRICS
+            .not_served
+            .get_or_create(&label)
+            .set(counts.get(&status).copied().unwrap_or(0));
+    }
 }
 
 /// What the daemon planned for the live stream of `pipeline`: connections

@@ -153,7 +153,8 @@ pub fn retry_at(schedule: &crate::pipeline::Schedule, started: DateTime<Utc>, fa
 fn left_work(status: &str, error: Option<&str>) -> bool {
     match status {
         "quota_exhausted" | "interrupted" => true,
-        "partial" => error.is_some_and(|e| e.contains(crate::bookkeeping::RESUMES)),
+        // A failure on the credential or the address says so too.
+        "partial" | "failed" => error.is_some_and(|e| e.contains(crate::bookkeeping::RESUMES)),
         _ => false,
     }
 }

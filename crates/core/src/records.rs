@@ -29,6 +29,8 @@ pub struct Rows {
     builders: Vec<BatchBuilder>,
     /// Partitions of `replace` tables this response holds in full.
     replaced: Vec<(&'static str, String)>,
+    /// Why the response was not read whole, beside its quarantined records.
+    not_whole: Vec<String>,
     pub quarantined: Vec<Quarantined>,
     /// Fields records carried that their row types do not read.
     pub unknown_fields: Vec<UnknownField>,
@@ -51,6 +53,7 @@ impl Rows {
             fetched_at,
             builders: Vec::new(),
             replaced: Vec::new(),
+            not_whole: Vec::new(),
             quarantined: Vec::new(),
             unknown_fields: Vec::new(),
             looked_over: Vec::new(),
@@ -70,6 +73,42 @@ impl Rows {
     pub fn replace_partition(&mut self, table: &'static TableDef, partition: &str) {
         self.builder(table);
         self.replaced.push((table.name, partition.to_owned()));
+    }
+
+    /// Says that the response was not read whole (`why`): a list it should
+    /// hold was absent or under an unknown name.
+    pub fn not_whole(&mut self, why: String) {
+        self.not_whole.push(why);
+    }
+
+    /// Whether every record of the response was read: none quarantined, no
+    /// list missing. Only such a response may replace what is stored.
+    pub fn is_whole(&self) -> bool {
+        self.quarantined.is_empty() && self.not_whole.is_empty()
+    }
+
+    /// The replacements this response would have made and does not, since
+    /// it was not read whole: its rows are added, nothing stored is removed.
+    pub fn withheld_replacements(&self) -> Vec<String> {
+        if self.is_whole() {
+            return Vec::new();
+        }
+        let why = self
+            .not_whole
+            .iter()
+            .cloned()
+            .chain((!self.quarantined.is_empty()).then(|| format!("{} record(s) quarantined", self.quarantined.len())))
+            .collect::<Vec<_>>()
+            .join("; ");
+        self.replaced
+            .iter()
+            .map(|(table, partition)| {
+                format!(
+                    "{table} of {partition} not replaced: {} was not read whole ({why}); its stored rows are kept",
+                    self.route
+                )
+            })
+            .collect()
     }
 
     /// Whether nothing was written: no row, no replaced partition, no quarantine.
@@ -135,6 +174,9 @@ impl Rows {
                     route = %self.route,
                     error = %format!("{what}: {first}"),
                 );
+                // Read, but not whole: a list element left out must not
+                // remove its stored row.
+                self.not_whole.push(format!("{what}: {first}"));
                 Some(v)
             }
             Err(reason) => {
@@ -169,12 +211,15 @@ impl Rows {
     /// When a reader wrote a misshapen row (a bug, reported with the table).
     pub fn into_batches(self) -> Result<Vec<TableBatch>, BatchError> {
         let mut out = Vec::with_capacity(self.builders.len() + 1);
+        // A response not read whole replaces nothing: what it lacks may be
+        // what fdsync could not read, not what the service stopped serving.
+        let whole = self.is_whole();
         for b in self.builders {
             let mut batch = TableBatch::build(b)?;
             batch.partitions = self
                 .replaced
                 .iter()
-                .filter(|(t, _)| *t == batch.table.name)
+                .filter(|(t, _)| whole && *t == batch.table.name)
                 .map(|(_, p)| p.clone())
                 .collect();
             out.push(batch);

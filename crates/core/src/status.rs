@@ -50,9 +50,9 @@ pub struct PipelineStatus {
     pub backfill: Option<BackfillStatus>,
     /// Whether `sync --once` runs it now, and why (or when it will).
     pub due: Due,
-    /// Companies its route answered 404 for (company, when), asked again a
-    /// day after.
-    pub not_served: Vec<(String, String)>,
+    /// Companies its route refused (company, and what it said when),
+    /// asked again a day after.
+    pub not_served: Vec<(String, crate::bookkeeping::NotServedCursor)>,
 }
 
 /// How far a backfill has reached back, and what is left where that is
@@ -386,7 +386,15 @@ pub fn write_text(out: &mut impl Write, status: &Status) -> std::io::Result<()> 
             let companies: Vec<String> = p
                 .not_served
                 .iter()
-                .map(|(company, at)| format!("{company} (404 at {})", ts(at.parse().ok())))
+                .map(|(company, said)| {
+                    let code = said.code.as_deref().map(|c| format!(" {c}")).unwrap_or_default();
+                    let meaning = if said.status == 402 {
+                        ": the key's plan does not include this route"
+                    } else {
+                        ""
+                    };
+                    format!("{company} ({}{code}{meaning} at {})", said.status, ts(Some(said.at)))
+                })
                 .collect();
             writeln!(
                 out,

@@ -19,9 +19,49 @@ pub const BACKFILL_PARTITION: &str = "backfill";
 /// The backfill's cursor once the service has nothing older.
 pub const BACKFILL_COMPLETE: &str = "complete";
 
-/// The prefix of a partition that remembers a company the route answered
-/// 404 for (`404:<company>`, its cursor the time of that answer).
-pub const NOT_SERVED: &str = "404:";
+/// The prefix of a partition that remembers a company the pipeline's route
+/// refused (`not_served:<company>`), its cursor a [`NotServedCursor`].
+pub const NOT_SERVED: &str = "not_served:";
+
+/// The same, as warehouses before refusals other than 404 were remembered
+/// wrote it: `404:<company>`, its cursor the time of the 404.
+pub const NOT_SERVED_404: &str = "404:";
+
+/// What a route said when it refused a company, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotServedCursor {
+    pub at: DateTime<Utc>,
+    /// HTTP status (200 for a body past the size cap).
+    pub status: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    pub message: String,
+    pub route: String,
+}
+
+impl NotServedCursor {
+    /// A stored cursor: JSON, or the bare time of a 404 an earlier
+    /// version wrote; `None` for anything else.
+    pub fn parse(cursor: &str) -> Option<NotServedCursor> {
+        if let Ok(at) = cursor.parse::<DateTime<Utc>>() {
+            return Some(NotServedCursor {
+                at,
+                status: 404,
+                code: None,
+                message: String::new(),
+                route: String::new(),
+            });
+        }
+        serde_json::from_str(cursor).ok()
+    }
+
+    /// The company a not-served partition names, under either prefix.
+    pub fn company(partition: &str) -> Option<&str> {
+        partition
+            .strip_prefix(NOT_SERVED)
+            .or_else(|| partition.strip_prefix(NOT_SERVED_404))
+    }
+}
 
 /// The prefix of the cursor of a company without a monthly revenue mandate
 /// (`no_mandate:<day>`): the day the service said so (404), so it is asked

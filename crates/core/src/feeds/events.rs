@@ -39,7 +39,8 @@ pub struct EventsPage<'a> {
 pub struct EventEntry {
     pub accession: String,
     pub family: Option<String>,
-    #[serde(default)]
+    /// The filing's item codes (`[]`: one uncoded item). Absent, `null` or
+    /// under another name, the entry is unreadable, never "uncoded".
     pub items: Vec<String>,
     #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]
     pub filing_date: Option<NaiveDate>,

@@ -205,7 +205,9 @@ pub struct TapeHead {
     /// The next `before`.
     pub next_cursor: Option<String>,
     pub has_more: bool,
-    /// The next `changedSince`.
+    /// The next `changedSince`: the page's `serverTime`, or, from a service
+    /// that sends none, its newest item's first sighting, which no later
+    /// rewrite can precede.
     pub server_time: Option<String>,
     pub items: usize,
     /// Its oldest item's first sighting: whether a backfill goes on.

@@ -29,7 +29,8 @@ pub struct FilingNote {
     pub filed_at: Option<NaiveDate>,
     #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]
     pub period_end: Option<NaiveDate>,
-    #[serde(default)]
+    /// The sections the filing carries, each fetched once: absent, `null`
+    /// or under another name, the filing is unreadable, never "no sections".
     pub sections: Vec<SectionRef>,
 }
 

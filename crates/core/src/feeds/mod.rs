@@ -331,19 +331,22 @@ mod tests {
     #[test]
     fn dates_served_as_timestamps_and_timestamps_as_dates_load() {
         let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 25).unwrap();
-        let note: filings::FilingNote =
-            serde_json::from_str(r#"{"accession":"a-1","filedAt":"2026-11-25T16:05:09-05:00","periodEnd":null}"#)
-                .unwrap();
+        let note: filings::FilingNote = serde_json::from_str(
+            r#"{"accession":"a-1","filedAt":"2026-11-25T16:05:09-05:00","periodEnd":null,"sections":[]}"#,
+        )
+        .unwrap();
         assert_eq!((note.filed_at, note.period_end), (Some(day), None));
         let event: events::EventEntry = serde_json::from_str(
-            r#"{"accession":"a-2","filingDate":"2026-11-25T00:00:00Z","acceptedAt":"2026-11-25"}"#,
+            r#"{"accession":"a-2","items":[],"filingDate":"2026-11-25T00:00:00Z","acceptedAt":"2026-11-25"}"#,
         )
         .unwrap();
         assert_eq!(event.filing_date, Some(day));
         assert_eq!(event.accepted_at, Some("2026-11-25T00:00:00Z".parse().unwrap()));
-        let refused = serde_json::from_str::<filings::FilingNote>(r#"{"accession":"a-3","filedAt":"last Tuesday"}"#)
-            .unwrap_err()
-            .to_string();
+        let refused = serde_json::from_str::<filings::FilingNote>(
+            r#"{"accession":"a-3","filedAt":"last Tuesday","sections":[]}"#,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             refused.contains("last Tuesday") && refused.contains("RFC 3339"),
             "{refused}"

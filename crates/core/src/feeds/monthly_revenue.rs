@@ -74,6 +74,16 @@ pub static FEED: Feed = Feed {
     check: nothing_more,
 };
 
+/// The first day of the month `text` names: `YYYY-MM` (the wire contract),
+/// or any day of it as a date or timestamp (another service's choice).
+fn month_of(text: &str) -> Option<NaiveDate> {
+    use chrono::Datelike;
+    NaiveDate::parse_from_str(&format!("{}-01", text.trim()), "%Y-%m-%d")
+        .ok()
+        .or_else(|| crate::wire::tolerant::parse_date(text.trim()).ok())
+        .and_then(|d| d.with_day(1))
+}
+
 /// `monthly_revenue`; returns the newest month.
 fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, BodyError> {
     let page: MonthlyRevenuePage = parse_body(body)?;
@@ -82,10 +92,13 @@ fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<N
         let Some(m) = rows.parse::<RevenueMonth>(raw, "monthly revenue") else {
             continue;
         };
-        let Ok(month) = NaiveDate::parse_from_str(&format!("{}-01", m.month), "%Y-%m-%d") else {
+        let Some(month) = month_of(&m.month) else {
             rows.quarantine(
                 raw.get(),
-                format!("monthly revenue: month {:?} is not YYYY-MM", m.month),
+                format!(
+                    "monthly revenue: month {:?} is not YYYY-MM (nor a date in the month)",
+                    m.month
+                ),
             );
             continue;
         };
@@ -104,4 +117,26 @@ fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<N
         rows.push(row, raw.get());
     }
     Ok(newest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_month_is_read_as_a_month_or_any_day_of_it() {
+        let first = NaiveDate::from_ymd_opt(2026, 10, 1);
+        for text in [
+            "2026-10",
+            "2026-10-01",
+            "2026-10-31",
+            "2026-10-01T00:00:00Z",
+            " 2026-10 ",
+        ] {
+            assert_eq!(month_of(text), first, "{text}");
+        }
+        for text in ["October 2026", "2026-13", ""] {
+            assert_eq!(month_of(text), None, "{text}");
+        }
+    }
 }

@@ -348,13 +348,14 @@ fn read_head(body: &[u8], with_ids: bool) -> Result<TapeHead, BodyError> {
             .ok()
             .and_then(|seen| seen.first_seen_at)
     };
-    let oldest = page
+    let ends: Vec<DateTime<Utc>> = page
         .items
         .iter()
         .find_map(seen)
         .into_iter()
         .chain(page.items.iter().rev().find_map(seen))
-        .min();
+        .collect();
+    let oldest = ends.iter().min().copied();
     let new_ids = if with_ids {
         page.items
             .iter()
@@ -365,11 +366,18 @@ fn read_head(body: &[u8], with_ids: bool) -> Result<TapeHead, BodyError> {
     } else {
         Vec::new()
     };
+    // An empty cursor is no cursor: sent back, `before=` would read the
+    // head again and page the tape in a circle.
+    let given = |cursor: Option<String>| cursor.filter(|c| !c.trim().is_empty());
     Ok(TapeHead {
-        latest_id: page.latest_id,
-        next_cursor: page.next_cursor,
+        latest_id: given(page.latest_id),
+        next_cursor: given(page.next_cursor),
         has_more: page.has_more,
-        server_time: page.server_time,
+        server_time: given(page.server_time).or_else(|| {
+            ends.iter()
+                .max()
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        }),
         items: page.items.len(),
         oldest,
         new_ids,

@@ -25,7 +25,8 @@ pub struct ExecutiveAction {
     pub title: Option<String>,
     #[serde(default, deserialize_with = "crate::wire::tolerant::option_date")]
     pub published_at: Option<NaiveDate>,
-    #[serde(default)]
+    /// Every link basis of the document (spec section 2): absent, `null` or
+    /// under another name, the action is unreadable, never "no links".
     pub links: Vec<RegulationLink>,
 }
 

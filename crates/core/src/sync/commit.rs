@@ -159,6 +159,13 @@ impl Syncer {
         let mut batches = Vec::new();
         for rows in pages {
             progress.quarantined += rows.quarantined.len() as u64;
+            // A few routes are enough to say where to look.
+            for q in rows.quarantined.iter().take(4) {
+                if progress.quarantined_from.len() < 4 {
+                    progress.quarantined_from.insert(q.route.clone());
+                }
+            }
+            progress.problems.extend(rows.withheld_replacements());
             batches.extend(rows.into_batches()?);
         }
         // One batch per table, as one page's rows already are. Several

@@ -40,6 +40,7 @@ pub use crate::bookkeeping::{
     BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, NO_MANDATE, NOT_SERVED, RESUMES, STREAM_PARTITION, TapeBackfill,
 };
 pub use crate::error::SyncError;
+use crate::upstream::refusal_text;
 
 /// Rounds of a run in which pipelines cut by their share of the quota get
 /// what is left over.
@@ -64,6 +65,8 @@ struct Member {
 struct Progress {
     rows_written: u64,
     quarantined: u64,
+    /// The routes the quarantined records came from (a few).
+    quarantined_from: std::collections::BTreeSet<String>,
     /// Problems that did not stop the pipeline (it ends `partial`).
     problems: Vec<String>,
     /// A backfill stopped to leave the quota to the fresh polls still due.
@@ -73,17 +76,18 @@ struct Progress {
     unreadable: Vec<crate::records::Quarantined>,
     /// Where the service counted more than the warehouse got.
     shortfalls: Vec<Shortfall>,
-    /// Companies the route answered 404 for this run: remembered, and not
-    /// by themselves a reason to end `partial`.
+    /// Companies the route refused this run: remembered, and not by
+    /// themselves a reason to end `partial`.
     not_served: Vec<NotServed>,
-    /// Companies not asked this run: the route answered 404 within a day.
-    not_served_resting: Vec<String>,
+    /// Companies not asked this run: the route refused them within a day.
+    not_served_resting: Vec<unserved::Resting>,
 }
 
 impl Progress {
     fn absorb(&mut self, other: Progress) {
         self.rows_written += other.rows_written;
         self.quarantined += other.quarantined;
+        self.quarantined_from.extend(other.quarantined_from);
         self.problems.extend(other.problems);
         self.backfill_paused |= other.backfill_paused;
         self.unreadable.extend(other.unreadable);
@@ -383,7 +387,11 @@ impl Syncer {
                 let mut problems = progress.problems.clone();
                 problems.extend(progress.shortfalls.iter().map(ToString::to_string));
                 if progress.quarantined > 0 {
-                    problems.push(format!("{} record(s) quarantined", progress.quarantined));
+                    problems.push(format!(
+                        "{} record(s) quarantined (from {})",
+                        progress.quarantined,
+                        quarantined_routes(&progress.quarantined_from)
+                    ));
                 }
                 (RunStatus::Partial, progress, Some(problems.join("; ")), None)
             }
@@ -403,6 +411,13 @@ impl Syncer {
                         | SyncError::BudgetSpent { .. }
                 );
                 let mut message = e.to_string();
+                // What only the operator can fix (the credential, the address)
+                // is retried at the next run, not after a failure's backoff:
+                // that run is the one the fix was made for.
+                if matches!(e, SyncError::Unauthenticated(_) | SyncError::Misdirected(_)) {
+                    message.push_str("; ");
+                    message.push_str(RESUMES);
+                }
                 for more in progress.shortfalls.iter().map(ToString::to_string) {
                     message.push_str("; ");
                     message.push_str(&more);
@@ -421,18 +436,32 @@ impl Syncer {
             not_served: progress
                 .not_served
                 .iter()
-                .map(|n| format!("{}: 404 {} (asked again in a day)", n.route, n.message))
-                .chain(
-                    progress
-                        .not_served_resting
-                        .iter()
-                        .map(|c| format!("{c}: not asked, the route answered 404 within a day")),
-                )
+                .map(|n| format!("{} (asked again in a day)", n.refusal))
+                .chain(progress.not_served_resting.iter().map(|r| {
+                    let route = if r.said.route.is_empty() {
+                        "the route"
+                    } else {
+                        &r.said.route
+                    };
+                    format!(
+                        "{}: not asked, {route} refused it within a day ({})",
+                        r.company,
+                        refusal_text(r.said.status, r.said.code.as_deref(), &r.said.message)
+                    )
+                }))
                 .collect(),
             error,
         };
         crate::metrics::pipeline_run(&pipeline.name, &outcome.status.to_string(), self.clock.now());
         crate::metrics::shortfall(&pipeline.name, shortfall, unreadable_count as u64);
+        crate::metrics::not_served(
+            &pipeline.name,
+            progress
+                .not_served
+                .iter()
+                .map(|n| n.refusal.status)
+                .chain(progress.not_served_resting.iter().map(|r| r.said.status)),
+        );
         tracing::info!(
             message = "Pipeline finished.",
             pipeline = %pipeline.name,
@@ -540,18 +569,18 @@ impl Syncer {
             *universe = Some(self.resolve_universe(run_id, None, progress).await?);
         }
         let checkpoints = self.checkpoints_of(pipeline).await?;
-        // A company the route answered 404 for is asked again only a day later.
+        // A company the route refused is asked again only a day later.
         let now = self.clock.now();
         let (members, resting) = unserved::resting(universe.clone().unwrap_or_default(), &checkpoints, now);
-        for m in &resting {
-            tracing::info!(message = "The route answered 404 for this company within a day; not asked again yet.", pipeline = %pipeline.name, company = %m.key);
+        for r in &resting {
+            tracing::info!(message = "The route refused this company within a day; not asked again yet.", pipeline = %pipeline.name, company = %r.company, status = r.said.status);
         }
-        progress.not_served_resting = resting.into_iter().map(|m| m.key).collect();
+        progress.not_served_resting = resting;
         let members = planner::stalest_first(members, |m| checkpoints.get(&m.key).map(|c| c.updated_at));
         let result = self
             .run_member_engine(pipeline, run_id, members, checkpoints, progress)
             .await;
-        // Each 404 remembered, whatever ended the run.
+        // Each refusal remembered, whatever ended the run.
         let remembered = unserved::remembered(pipeline, progress, now);
         if !remembered.is_empty() {
             self.commit_pages(run_id, Vec::new(), remembered, progress, false)
@@ -690,27 +719,46 @@ impl Syncer {
     }
 }
 
-/// A member's 404 is noted (the pipeline ends `partial`) and skipped, and
-/// so is an answer that could not be read (quarantined; the run fails once
-/// the other members had their turn); any other failure stops the pipeline.
+/// A part's refusal (a 404, a 402, a body past the size cap: any answer
+/// but a success, 401, 429 or a 5xx retried until it gave up) is noted (the
+/// pipeline ends `partial`) and skipped, and so is an answer that could not
+/// be read (quarantined; the run fails once the other parts had their turn);
+/// any other failure stops the pipeline.
 fn found<T>(
     fetched: Result<crate::upstream::Fetched<T>, UpstreamError>,
     progress: &mut Progress,
 ) -> Result<Option<T>, SyncError> {
+    let fetched = fetched.map_err(UpstreamError::into_refusal);
     match fetched {
         Ok(f) => Ok(Some(f.value)),
-        Err(UpstreamError::NotFound { route, message }) => {
-            progress.problems.push(format!("{route}: 404 {message}"));
+        Err(Ok(refusal)) => {
+            progress.problems.push(refusal.to_string());
             Ok(None)
         }
-        Err(e @ UpstreamError::Unreadable { .. }) => {
+        Err(Err(e)) => found_other(e, progress),
+    }
+}
+
+fn found_other<T>(e: UpstreamError, progress: &mut Progress) -> Result<Option<T>, SyncError> {
+    match e {
+        e @ UpstreamError::Unreadable { .. } => {
             if let SyncError::Unreadable(q) = upstream_error(e) {
                 progress.unreadable.push(*q);
             }
             Ok(None)
         }
-        Err(e) => Err(upstream_error(e)),
+        e => Err(upstream_error(e)),
     }
+}
+
+/// The routes records were quarantined from, a few of them, for a message.
+fn quarantined_routes(routes: &std::collections::BTreeSet<String>) -> String {
+    const MOST: usize = 3;
+    let mut named: Vec<&str> = routes.iter().take(MOST).map(String::as_str).collect();
+    if routes.len() > MOST {
+        named.push("...");
+    }
+    named.join(", ")
 }
 
 fn upstream_error(e: UpstreamError) -> SyncError {

@@ -114,7 +114,8 @@ impl Syncer {
         let Some((rows, documents)) = found_for(fetched, progress, &member.key)? else {
             return Ok(Listed::Unknown);
         };
-        let newest = documents.first().map(|d| d.id.clone());
+        // The newest by date, not by place: the list's order is the service's.
+        let newest = documents.iter().max_by_key(|d| d.dated).map(|d| d.id.clone());
         let checkpoint = newest.map(|id| Checkpoint {
             pipeline: pipeline.name.clone(),
             partition: member.key.clone(),

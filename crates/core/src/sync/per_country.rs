@@ -86,6 +86,15 @@ impl Syncer {
                 ));
                 return Ok(true);
             }
+            // Any other refusal of one country leaves the other countries to go on.
+            Err(e) if e.is_refusal() => {
+                if let Ok(refusal) = e.into_refusal() {
+                    progress
+                        .problems
+                        .push(format!("universe.countries: {country:?}: {refusal}"));
+                }
+                return Ok(true);
+            }
             Err(e) => return Err(upstream_error(e)),
         };
         if !list_rows.is_empty() && !send_fetched(done, Ok((list_rows, Vec::new()))).await {

@@ -105,8 +105,7 @@ impl SyncReport {
             "pipeline", "status", "requests", "rows written"
         )?;
         for o in &self.outcomes {
-            let not_served =
-                (!o.not_served.is_empty()).then(|| format!("not served (404): {}", o.not_served.join("; ")));
+            let not_served = (!o.not_served.is_empty()).then(|| format!("not served: {}", o.not_served.join("; ")));
             let note: Vec<&str> = o.error.as_deref().into_iter().chain(not_served.as_deref()).collect();
             writeln!(
                 out,

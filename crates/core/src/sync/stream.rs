@@ -25,6 +25,12 @@ const MAX_FRAMES_PER_COMMIT: usize = 50;
 /// (backoff), so a server that closes at once is not hammered.
 const SHORT_CONNECTION: Duration = Duration::from_secs(1);
 
+/// The first wait after the service refused the stream (a 4xx), doubling
+/// with each refusal up to [`REFUSED_LONGEST_WAIT`]: each try is a request
+/// of the quota, and the scheduled poll keeps the tape meanwhile.
+const REFUSED_FIRST_WAIT: Duration = Duration::from_secs(15 * 60);
+const REFUSED_LONGEST_WAIT: Duration = Duration::from_secs(24 * 3600);
+
 /// What a stream session did, for its run row, tests and the lag benchmark.
 #[derive(Debug, Default, Clone)]
 pub struct StreamReport {
@@ -139,6 +145,14 @@ impl Syncer {
                 .build()
         };
         let mut backoff = new_backoff();
+        let new_refused_backoff = || {
+            ExponentialBuilder::default()
+                .with_min_delay(REFUSED_FIRST_WAIT)
+                .with_max_delay(REFUSED_LONGEST_WAIT)
+                .without_max_times()
+                .build()
+        };
+        let mut refused = new_refused_backoff();
         while !shutdown.is_cancelled() {
             let route = match (&cursor.after, &cursor.changed_since) {
                 (Some(after), Some(since)) => format!(
@@ -183,6 +197,7 @@ impl Syncer {
                     if delivered {
                         backoff = new_backoff();
                     }
+                    refused = new_refused_backoff();
                     match ended {
                         Ended::Shutdown => break,
                         Ended::Closed if delivered || connected.elapsed() >= SHORT_CONNECTION => {
@@ -206,10 +221,23 @@ impl Syncer {
                     tracing::warn!(message = "Quota spent; the stream resumes when it resets.", %window, %reset_at);
                     (reset_at - self.clock.now()).to_std().ok()
                 }
-                Err(e @ (UpstreamError::Transient { .. } | UpstreamError::Status { .. })) => {
+                Err(e @ UpstreamError::Transient { .. }) => {
                     crate::metrics::stream_connection("refused");
                     tracing::warn!(message = "Cannot connect the stream; retrying.", error = %e);
                     backoff.next()
+                }
+                // A refusal (400, 402, 403, 404, ...) will not change in a
+                // minute: asked again later and later, up to daily, while
+                // the scheduled poll keeps the tape.
+                Err(e) if e.is_refusal() => {
+                    crate::metrics::stream_connection("refused");
+                    let wait = refused.next();
+                    tracing::warn!(
+                        message = "The service refused the stream; the poll keeps the tape, the stream is asked again later.",
+                        error = %e,
+                        wait_secs = wait.map_or(0, |w| w.as_secs())
+                    );
+                    wait
                 }
                 Err(UpstreamError::Stopped) => break,
                 Err(e) => return Err(upstream_error(e)),

@@ -287,6 +287,22 @@ impl Syncer {
             let Some(page) = self.tape_page(r.tape, r.run_id, &route, progress, !head).await? else {
                 return Ok(true);
             };
+            // An empty tape under a filter of several values sent as a comma
+            // list may be a service that takes the list for one value: said,
+            // and not taken for "no news": nothing moves, the backfill is
+            // not marked complete.
+            if head
+                && page.head.items == 0
+                && r.tape.company_key.is_none()
+                && !r.tail.is_empty()
+                && self.config.news.sends_comma_lists()
+            {
+                progress.problems.push(format!(
+                    "{route}: the filtered tape is empty; if the service reads a filter's several values from \
+                     repeated parameters (tickers=A&tickers=B), set [news] list_form = \"repeated\""
+                ));
+                return Ok(false);
+            }
             if head && cursor.before.is_none() && !cursor.complete {
                 cursor.went_back(&page.head);
             }
@@ -415,16 +431,13 @@ impl Syncer {
                 let packing = tokio::task::spawn_blocking(move || PackedPage::pack(&body, mapping));
                 Ok(Some(FetchedPage { head, packing }))
             }
-            Err(UpstreamError::NotFound { route, message }) => {
+            Err(e) if e.is_refusal() => {
+                let refusal = e.into_refusal().expect("a refusal");
                 tape.unknown.store(true, Ordering::Relaxed);
                 match &tape.company_key {
                     // A company the route does not serve: remembered, not a failure.
-                    Some(company) => progress.not_served.push(super::NotServed {
-                        company: company.clone(),
-                        route,
-                        message,
-                    }),
-                    None => progress.problems.push(format!("{route}: 404 {message}")),
+                    Some(company) => super::unserved::not_served(progress, company, refusal),
+                    None => progress.problems.push(refusal.to_string()),
                 }
                 Ok(None)
             }

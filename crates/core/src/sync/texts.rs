@@ -26,6 +26,17 @@ struct Asked {
     empty: Vec<Checkpoint>,
 }
 
+/// The text of a body the service declared JSON: the specification's
+/// "plain-text string" served as a JSON string is the string, not its quotes
+/// and escapes. A body declared otherwise is the text as it came.
+fn json_string_text(media_type: Option<&str>, body: String) -> String {
+    let declared_json = media_type.is_some_and(|t| t == "application/json" || t.ends_with("+json"));
+    if declared_json && let Ok(text) = serde_json::from_str::<String>(&body) {
+        return text;
+    }
+    body
+}
+
 /// The checkpoint partition of a part whose text was served empty.
 fn empty_partition(id: &str, part: &str) -> String {
     format!("empty:{id}:{part}")
@@ -138,7 +149,11 @@ impl Syncer {
                     match fetched {
                         Ok(f) => {
                             rows.route = route;
-                            match f.value {
+                            let text = match f.value {
+                                Ok(text) => Ok(json_string_text(f.media_type.as_deref(), text)),
+                                bad => bad,
+                            };
+                            match text {
                                 // Item text never changes once served: an empty
                                 // one is a text not ready yet, not the text.
                                 Ok(text) if text.trim().is_empty() => {
@@ -167,8 +182,12 @@ impl Syncer {
                                 Err(e) => return (rows, listed, asked, Err(e)),
                             }
                         }
-                        Err(UpstreamError::NotFound { route, message }) => {
-                            asked.problems.push(format!("{route}: 404 {message}"));
+                        // A refused part (a 404, a 402, a body past the size cap) is
+                        // missing from what the document counts; the others go on.
+                        Err(e) if e.is_refusal() => {
+                            if let Ok(refusal) = e.into_refusal() {
+                                asked.problems.push(refusal.to_string());
+                            }
                         }
                         Err(e) => return (rows, listed, asked, Err(upstream_error(e))),
                     }
@@ -228,6 +247,19 @@ impl Syncer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_served_as_a_json_string_is_the_string() {
+        let quoted = r#""Item 2.02.\n\nResults \"as filed\".""#.to_owned();
+        assert_eq!(
+            json_string_text(Some("application/json"), quoted.clone()),
+            "Item 2.02.\n\nResults \"as filed\"."
+        );
+        assert_eq!(json_string_text(Some("text/plain"), quoted.clone()), quoted);
+        assert_eq!(json_string_text(None, quoted.clone()), quoted);
+        let plain = "Item 8.01. Other events.".to_owned();
+        assert_eq!(json_string_text(Some("application/json"), plain.clone()), plain);
+    }
 
     #[test]
     fn an_empty_text_waits_longer_each_time_up_to_a_week() {

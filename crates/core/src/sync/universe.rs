@@ -126,6 +126,13 @@ impl Syncer {
                         ));
                         continue;
                     }
+                    // Refused otherwise (a 402, a 403): unresolved, asked again next run.
+                    Err(e) if e.is_refusal() => {
+                        if let Ok(refusal) = e.into_refusal() {
+                            noted.problems.push(format!("universe.companies: {id:?}: {refusal}"));
+                        }
+                        continue;
+                    }
                     // Quarantined; the identifier stays unresolved and is asked again next run.
                     Err(e @ UpstreamError::Unreadable { .. }) => {
                         if let SyncError::Unreadable(q) = upstream_error(e) {

@@ -174,6 +174,12 @@ impl Syncer {
         // Records of this read the warehouse cannot count by date: quarantined
         // or undated. The window's count against the service's total adds them.
         let mut unplaced = 0u64;
+        // The newest day any record of the window carried: where a fresh
+        // read that was not in date order goes on from.
+        let mut newest_seen: Option<NaiveDate> = None;
+        // Whether the last page held as many records as asked: an empty
+        // page after it, with no total, may be a cap on offset paging.
+        let mut last_page_full = false;
         loop {
             if direction == Direction::Backfill && !self.client.may_backfill() {
                 progress.backfill_paused = true;
@@ -238,6 +244,35 @@ impl Syncer {
             let count = page.records.len() as u64;
             // The page's first record is the last one read again, by design.
             let fresh_records = count - u64::from(last.is_some() && count > 0);
+            if fresh_records == 0
+                && asked > 0
+                && page.total.is_none()
+                && last_page_full
+                && let Some((_, last_date)) = &last
+            {
+                // No total, and an empty page right after a full one: the end
+                // of the list, or the service's cap on offset paging. Read on
+                // from offset 0 with the window narrowed to the last day read,
+                // which moves it past the cap; the list ends where a read
+                // ends on a short page.
+                let narrowed = match (*last_date, in_date_order, direction) {
+                    (Some(day), true, Direction::Backfill) if day < to => Some((from, day)),
+                    (Some(day), true, Direction::Fresh) if from.is_none_or(|f| day > f) => Some((Some(day), to)),
+                    _ => None,
+                };
+                let Some((narrowed_from, narrowed_to)) = narrowed else {
+                    return Err(SyncError::Other(format!(
+                        "{route}: an empty page at offset {asked} right after a full one, and no total: the service may stop \
+                         paging by offset there, and the records read cannot narrow the window past it (all of one day, \
+                         or not in date order); nothing is marked complete"
+                    )));
+                };
+                tracing::info!(message = "An empty page after a full one without a total; reading on from the last day read.", %route);
+                self.commit(run_id, page.rows, None, progress).await?;
+                (from, to) = (narrowed_from, narrowed_to);
+                (offset, last, previous_digest, unplaced, last_page_full) = (0, None, None, 0, false);
+                continue;
+            }
             if count > 0 {
                 offset = asked + count;
             }
@@ -252,6 +287,8 @@ impl Syncer {
             if let Some(served) = page.limit.filter(|&l| l >= 1 && l < u64::from(limit)) {
                 limit = served as u32;
             }
+            last_page_full = count >= u64::from(limit);
+            newest_seen = page.records.iter().filter_map(|(_, d)| *d).chain(newest_seen).max();
             // Each date against the one before it, the last page's last included.
             let mut previous = last.as_ref().and_then(|l| l.1);
             for (_, date) in &page.records {
@@ -305,6 +342,10 @@ impl Syncer {
                 (true, Direction::Fresh) if shortfall.is_some() => from.map(|from| format!("{from}@")),
                 // The backfill stays where its last page left it.
                 (true, Direction::Backfill) if shortfall.is_some() => None,
+                // Read whole but not in date order (a service that ignores
+                // `sort`): the last record is not the newest, so the next
+                // read starts at the newest day seen, from offset 0.
+                (true, Direction::Fresh) if !in_date_order => newest_seen.or(from).map(|day| format!("{day}@")),
                 // Where the next run goes on: this window, past this record.
                 (_, Direction::Fresh) => match (page.records.last().or(last.as_ref()), from) {
                     (Some((key, Some(date))), Some(from)) => Some(

@@ -29,10 +29,14 @@ pub enum UpstreamError {
         message: String,
         body: ErrorBody,
     },
-    #[error("{route}: HTTP {status}: {message}")]
+    /// Any other status that is not a success, a redirect or a 5xx: 402,
+    /// 403, 410, 422 and the rest. The service refuses this request, and
+    /// asking again at once will not change that.
+    #[error("{route}: {}", refusal_text(*status, code.as_deref(), message))]
     Status {
         route: String,
         status: u16,
+        code: Option<String>,
         message: String,
     },
     #[error("the request budget of this run ({limit} requests, --max-requests) is spent")]
@@ -101,6 +105,104 @@ impl UpstreamError {
     pub(super) fn is_retriable(&self) -> bool {
         matches!(self, UpstreamError::Transient { .. })
     }
+
+    /// Whether [`UpstreamError::into_refusal`] takes this error.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            UpstreamError::NotFound { .. }
+                | UpstreamError::BadRequest { .. }
+                | UpstreamError::Status { .. }
+                | UpstreamError::TooLarge { .. }
+        )
+    }
+
+    /// The refusal this error is, when the service refused one request
+    /// (any status but a success, 401, 429 and a 5xx retried until it gave
+    /// up, or a body past the size cap), rather than the key, the quota or
+    /// the network: what a per-company route remembers for that company.
+    ///
+    /// # Errors
+    /// The error itself, when it is not such a refusal.
+    pub fn into_refusal(self) -> Result<Refusal, UpstreamError> {
+        Ok(match self {
+            UpstreamError::NotFound { route, message } => Refusal {
+                route,
+                status: 404,
+                code: None,
+                message,
+            },
+            UpstreamError::BadRequest { route, message, body } => Refusal {
+                route,
+                status: 400,
+                code: body.code,
+                message,
+            },
+            UpstreamError::Status {
+                route,
+                status,
+                code,
+                message,
+            } => Refusal {
+                route,
+                status,
+                code,
+                message,
+            },
+            UpstreamError::TooLarge { route, limit_mb } => Refusal {
+                route,
+                status: 200,
+                code: Some(TOO_LARGE.to_owned()),
+                message: format!("the response passed {limit_mb} MiB once decoded (upstream.max_body_mb)"),
+            },
+            other => return Err(other),
+        })
+    }
+}
+
+/// The code a [`Refusal`] of a body past the size cap carries (the
+/// service sent a 200; fdsync refused to read it whole).
+pub const TOO_LARGE: &str = "too_large";
+
+/// One request the service refused, with what it said: remembered for the
+/// company it was about, reported, and asked again a day later.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Refusal {
+    pub route: String,
+    /// The HTTP status (200 for a body past the size cap).
+    pub status: u16,
+    /// The error body's `code`, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The service's message (cut to a few hundred characters).
+    pub message: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {}",
+            self.route,
+            refusal_text(self.status, self.code.as_deref(), &self.message)
+        )
+    }
+}
+
+/// A refusal in words: its status, its code, what it means where the
+/// specification says (402: the plan), and the service's message.
+pub fn refusal_text(status: u16, code: Option<&str>, message: &str) -> String {
+    let code = code.map(|c| format!(" {c}")).unwrap_or_default();
+    let meaning = match status {
+        402 => "the key's plan does not include this route (a larger plan would serve it)",
+        403 => "the service forbids this key this resource",
+        404 => "not found",
+        400 => "the service rejected the request",
+        410 => "the resource is gone",
+        200 => "not read",
+        _ => "refused",
+    };
+    format!("HTTP {status}{code}: {meaning}: {message}")
 }
 
 /// Whether a 429 is the quota wall rather than the minute's limit: its code

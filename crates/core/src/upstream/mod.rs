@@ -22,7 +22,7 @@ use crate::clock::Clock;
 use crate::config::{ApiKey, UpstreamConfig};
 use crate::wire::ErrorBody;
 use error::is_quota_wall;
-pub use error::{BodyError, UpstreamError};
+pub use error::{BodyError, Refusal, TOO_LARGE, UpstreamError, refusal_text};
 use http::{ERROR_BODY_BYTES, read_body, same_origin_redirects, service_text, transient, without_url};
 use ratelimit::{Pacer, QuotaWindow, RateWindow};
 
@@ -81,6 +81,9 @@ pub struct Fetched<T> {
     /// Request path and query, never the key.
     pub route: String,
     pub fetched_at: DateTime<Utc>,
+    /// The media type the service declared (`Content-Type`, parameters
+    /// left out), when it declared one.
+    pub media_type: Option<String>,
 }
 
 #[derive(Clone)]
@@ -473,27 +476,36 @@ impl Client {
             .answer(prepared.request, route, access, prepared.pacer, &mut prepared.record)
             .await
         {
-            Ok((response, now)) => match read_body(response, route, self.inner.max_body_bytes).await {
-                Ok(body) => match parse(&body) {
-                    Ok(value) => Ok(Fetched {
-                        value,
-                        body,
-                        route: route.to_owned(),
-                        fetched_at: now,
-                    }),
-                    Err(BodyError::Malformed(e)) => Err(transient(
-                        route,
-                        format!("response body did not parse ({} bytes): {e}", body.len()),
-                        None,
-                    )),
-                    Err(BodyError::Unreadable(message)) => Err(UpstreamError::Unreadable {
-                        route: route.to_owned(),
-                        message,
-                        body,
-                    }),
-                },
-                Err(e) => Err(e),
-            },
+            Ok((response, now)) => {
+                let media_type = response
+                    .headers()
+                    .get(reqwest::header::CONTENT_TYPE)
+                    .and_then(|t| t.to_str().ok())
+                    .and_then(|t| t.split(';').next())
+                    .map(|t| t.trim().to_ascii_lowercase());
+                match read_body(response, route, self.inner.max_body_bytes).await {
+                    Ok(body) => match parse(&body) {
+                        Ok(value) => Ok(Fetched {
+                            value,
+                            body,
+                            route: route.to_owned(),
+                            fetched_at: now,
+                            media_type,
+                        }),
+                        Err(BodyError::Malformed(e)) => Err(transient(
+                            route,
+                            format!("response body did not parse ({} bytes): {e}", body.len()),
+                            None,
+                        )),
+                        Err(BodyError::Unreadable(message)) => Err(UpstreamError::Unreadable {
+                            route: route.to_owned(),
+                            message,
+                            body,
+                        }),
+                    },
+                    Err(e) => Err(e),
+                }
+            }
             Err(e) => Err(e),
         };
         self.settle(prepared.record, prepared.started, result.as_ref().err());
@@ -719,6 +731,7 @@ impl Client {
             s => Err(UpstreamError::Status {
                 route: route.to_owned(),
                 status: s.as_u16(),
+                code: error.code,
                 message,
             }),
         }

@@ -224,33 +224,39 @@ impl BookkeepingReader {
         rows.collect::<Result<_, _>>().map_err(err())
     }
 
-    /// Per pipeline, the companies its route answered 404 for and when,
+    /// Per pipeline, the companies its route refused and what it said,
     /// where no checkpoint of the company's own moved since: what `fdsync
     /// status` reports as not served.
     ///
     /// # Errors
     /// When `_sync_checkpoints` cannot be read.
-    pub fn not_served(&self) -> Result<HashMap<String, Vec<(String, String)>>, SinkError> {
+    pub fn not_served(&self) -> Result<HashMap<String, Vec<(String, crate::bookkeeping::NotServedCursor)>>, SinkError> {
+        use crate::bookkeeping::{NOT_SERVED, NOT_SERVED_404, NotServedCursor};
         let err = || sql_err("_sync_checkpoints", "reading the companies not served");
-        let prefix = crate::bookkeeping::NOT_SERVED;
         let mut stmt = self
             .conn
             .prepare(&format!(
-                "SELECT c.pipeline, substr(c.\"partition\", {start}), c.cursor FROM _sync_checkpoints c
-                 WHERE starts_with(c.\"partition\", '{prefix}')
-                   AND NOT EXISTS (SELECT 1 FROM _sync_checkpoints o WHERE o.pipeline = c.pipeline
-                       AND o.\"partition\" = substr(c.\"partition\", {start}) AND o.updated_at > c.updated_at)
-                 ORDER BY 1, 2",
-                start = prefix.len() + 1
+                "WITH n AS (SELECT pipeline, regexp_replace(\"partition\", '^({NOT_SERVED}|{NOT_SERVED_404})', '') AS company,
+                        cursor, updated_at FROM _sync_checkpoints
+                    WHERE starts_with(\"partition\", '{NOT_SERVED}') OR starts_with(\"partition\", '{NOT_SERVED_404}')
+                    QUALIFY row_number() OVER (PARTITION BY pipeline, company ORDER BY updated_at DESC) = 1)
+                 SELECT n.pipeline, n.company, n.cursor FROM n
+                 WHERE NOT EXISTS (SELECT 1 FROM _sync_checkpoints o WHERE o.pipeline = n.pipeline
+                       AND o.\"partition\" = n.company AND o.updated_at > n.updated_at)
+                 ORDER BY 1, 2"
             ))
             .map_err(err())?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?))))
+            .query_map([], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+            })
             .map_err(err())?;
-        let mut out: HashMap<String, Vec<(String, String)>> = HashMap::new();
+        let mut out: HashMap<String, Vec<(String, NotServedCursor)>> = HashMap::new();
         for row in rows {
-            let (pipeline, company) = row.map_err(err())?;
-            out.entry(pipeline).or_default().push(company);
+            let (pipeline, company, cursor) = row.map_err(err())?;
+            if let Some(said) = NotServedCursor::parse(&cursor) {
+                out.entry(pipeline).or_default().push((company, said));
+            }
         }
         Ok(out)
     }
