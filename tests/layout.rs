@@ -295,3 +295,24 @@ fn the_release_binary_needs_no_glibc_newer_than_the_floor() {
         "the release binary requires versions of a shared library:\n{headers}"
     );
 }
+
+/// Every quirk the emulator has is in the catalogue of open choices and
+/// switched on by some test: a quirk no test drives holds fdsync to nothing.
+#[test]
+fn every_quirk_is_in_the_catalogue_and_driven_by_a_test() {
+    let catalogue = std::fs::read_to_string(repo().join("docs/open-choices.md")).unwrap();
+    let tests: String = rust_files(&["tests"])
+        .iter()
+        .map(|path| std::fs::read_to_string(path).unwrap())
+        .collect();
+    for name in fdsync_emulator::QUIRK_NAMES {
+        assert!(
+            catalogue.contains(&format!("`{name}")),
+            "docs/open-choices.md names no quirk `{name}`"
+        );
+        let driven = [format!("\"{name}"), format!(",{name}"), format!("{name}=")]
+            .iter()
+            .any(|form| tests.contains(form.as_str()));
+        assert!(driven, "no test under tests/ switches on the quirk {name}");
+    }
+}

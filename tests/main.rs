@@ -17,6 +17,8 @@ mod accounts;
 mod backfill;
 /// Spending the quota: the ledger, budgets, priorities, concurrency, key files.
 mod budget;
+/// A chaos upstream: random legal choices and slips, read whole or refused loudly.
+mod chaos;
 /// The `fdsync` binary: exit codes and the key never printed.
 mod cli;
 /// The service definitions in deploy/: systemd, Kubernetes, Docker.

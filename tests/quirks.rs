@@ -401,19 +401,7 @@ async fn empty_item_texts_are_asked_again_after_a_wait_not_every_run() {
 /// some run could have seen is a revision, each once.
 #[tokio::test]
 async fn a_headline_rewritten_without_updated_at_moving_is_still_a_revision() {
-    let h = Harness::with_emulator(
-        with_quirks(&frozen_clock(), PlanLimits::build(), "frozen_updated_at"),
-        &["MSFT"],
-    )
-    .await;
-    let mut pipelines = h.only(&["news"]);
-    pipelines[0].params.backfill_days = Some(1);
-    let world = h.emulator.emulator.world().clone();
-    let run_times = run_ok_after(&h, &pipelines, &[0, 20, 100, 24 * 60]).await;
-    let ids = h.strings("SELECT id FROM news_items ORDER BY id").await;
-    let first = news::parse_id(&ids[0]).unwrap();
-    let (versions, rewritten) = headline_versions(&world, first, &run_times);
-    assert!(rewritten > 0, "headlines already stored were rewritten");
+    let (h, versions) = news_over_a_day("frozen_updated_at").await;
     assert_eq!(
         h.int("SELECT count(*) FROM news_items WHERE updated_at <> first_seen_at")
             .await,
@@ -428,6 +416,22 @@ async fn a_headline_rewritten_without_updated_at_moving_is_still_a_revision() {
     assert_eq!(revisions, versions, "every headline version seen, once");
     h.assert_unique("news_headline_revisions", "id, updated_at").await;
     h.assert_unique("news_headline_revisions", "id, headline").await;
+}
+
+/// The news tape polled four times over a day from a service with `quirk`:
+/// the harness, and every headline version one of those runs could have
+/// seen (some of the stored headlines were rewritten).
+async fn news_over_a_day(quirk: &str) -> (Harness, BTreeSet<String>) {
+    let h = Harness::with_emulator(with_quirks(&frozen_clock(), PlanLimits::build(), quirk), &["MSFT"]).await;
+    let mut pipelines = h.only(&["news"]);
+    pipelines[0].params.backfill_days = Some(1);
+    let world = h.emulator.emulator.world().clone();
+    let run_times = run_ok_after(&h, &pipelines, &[0, 20, 100, 24 * 60]).await;
+    let ids = h.strings("SELECT id FROM news_items ORDER BY id").await;
+    let first = news::parse_id(&ids[0]).unwrap();
+    let (versions, rewritten) = headline_versions(&world, first, &run_times);
+    assert!(rewritten > 0, "headlines already stored were rewritten");
+    (h, versions)
 }
 
 /// Timestamps served without an offset are read as UTC: nothing is
@@ -618,4 +622,187 @@ async fn a_withheld_page_is_a_shortfall_and_the_next_run_fetches_the_rest() {
     let from = events::first_on_or_after(world, (h.clock.now() - chrono::Duration::days(7)).date_naive());
     let count = events::cadence(world).count_at(world.seed, h.clock.now());
     assert_eq!(h.int("SELECT count(*) FROM events").await as u64, count - from);
+}
+
+/// The regulation actions as stored: company, document, basis, rank.
+async fn regulation_rows(h: &Harness) -> BTreeSet<String> {
+    h.strings("SELECT company_key || '|' || document_id || '|' || basis || '|' || rank FROM regulation_actions")
+        .await
+        .into_iter()
+        .collect()
+}
+
+/// After a normal sync, regulation answers that fdsync cannot read whole:
+/// first every action's links under another name, then one action a
+/// record of the wrong shape. Each run ends not `ok`, says the route and
+/// why nothing was replaced, keeps the bodies or records in quarantine, and
+/// no stored action is deleted; once the answers read whole again, the
+/// table equals the service's.
+#[tokio::test]
+async fn a_renamed_inner_list_or_a_quarantined_action_deletes_no_stored_row() {
+    let companies = ["MSFT", "TW:2330", "JP:7203"];
+    let h = synced("", &companies, &["companies", "regulation"]).await;
+    let regulation = h.only(&["regulation"]);
+    let stored = regulation_rows(&h).await;
+    assert!(stored.len() > 3, "actions to lose: {stored:?}");
+
+    for slip in ["rename_inner", "bad_record"] {
+        h.clock.as_sim().unwrap().advance(Duration::from_secs(86_400));
+        match slip {
+            "rename_inner" => h
+                .emulator
+                .emulator
+                .set_quirks(Quirks::parse("rename_inner=regulation").unwrap()),
+            _ => h.emulator.emulator.set_faults(fdsync_emulator::Faults {
+                bad_record: 1.0,
+                ..Default::default()
+            }),
+        }
+        let (report, result) = h.syncer.run_once(&regulation).await;
+        result.unwrap();
+        let outcome = &report.outcomes[0];
+        assert_eq!(outcome.status, RunStatus::Partial, "{slip}: {outcome:?}");
+        let said = outcome.error.as_deref().unwrap_or("");
+        assert!(
+            said.contains("regulation_actions of") && said.contains("/regulation was not read whole"),
+            "{slip}: {said}"
+        );
+        assert!(said.contains("stored rows are kept"), "{slip}: {said}");
+        let after = regulation_rows(&h).await;
+        let lost: Vec<_> = stored.difference(&after).collect();
+        assert!(lost.is_empty(), "{slip}: stored actions deleted: {lost:?}");
+        h.emulator.emulator.set_quirks(Quirks::default());
+        h.emulator.emulator.set_faults(fdsync_emulator::Faults::default());
+    }
+    assert!(
+        h.int("SELECT count(*) FROM _sync_quarantine WHERE route LIKE '%/regulation'")
+            .await
+            >= 2,
+        "the unread actions kept"
+    );
+
+    // Read whole again: the service's own set, as a clean sync stores it.
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(86_400));
+    run_ok(&h, &regulation).await;
+    let fresh = synced("", &companies, &["companies", "regulation"]).await;
+    fresh.clock.as_sim().unwrap().advance_to(h.clock.now());
+    run_ok(&fresh, &fresh.only(&["regulation"])).await;
+    assert_eq!(regulation_rows(&h).await, regulation_rows(&fresh).await);
+}
+
+/// Prices refused for one company of five (402 `upgrade_required`: the
+/// key's plan does not include the route for it): the other four get every
+/// bar, the pipeline ends `ok` with the refusal reported in the outcome and
+/// in `fdsync status` in words, and the next runs within a day do not ask
+/// the refused route again; a day later it is asked once more.
+#[tokio::test]
+async fn a_402_for_one_company_of_five_leaves_the_other_four_synced_and_is_remembered() {
+    let companies = ["AAPL", "MSFT", "TW:2330", "JP:7203", "O"];
+    let config = with_quirks(&frozen_clock(), roomy(), "unserved=prices@TW:2330:402");
+    let h = Harness::with_emulator(config, &companies).await;
+    let pipelines = h.only(&["companies", "prices"]);
+    let (report, result) = h.syncer.run_once(&pipelines).await;
+    result.unwrap();
+    let prices = report.outcomes.iter().find(|o| o.pipeline == "prices").unwrap();
+    assert_eq!(prices.status, RunStatus::Ok, "{prices:?}");
+    assert_eq!(prices.not_served.len(), 1, "{prices:?}");
+    assert!(
+        prices.not_served[0].contains("402 upgrade_required") && prices.not_served[0].contains("plan"),
+        "{prices:?}"
+    );
+    let with_bars = h.int("SELECT count(DISTINCT company_key) FROM prices_daily").await;
+    assert_eq!(with_bars, 4, "every company but the refused one");
+    let world = h.emulator.emulator.world().clone();
+    for id in ["AAPL", "MSFT", "JP:7203", "O"] {
+        let cik = world.resolve(id).unwrap().cik;
+        assert!(
+            h.int(&format!(
+                "SELECT count(*) FROM prices_daily WHERE company_key = '{cik}'"
+            ))
+            .await
+                > 200,
+            "{id}: a year of bars"
+        );
+    }
+    let status = h.syncer.status(&h.all_pipelines).await.unwrap();
+    let mut text = Vec::new();
+    fdsync_core::status::write_text(&mut text, &status).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("not served: TW:2330 (402 upgrade_required: the key's plan does not include this route at"),
+        "{text}"
+    );
+
+    let refused_asks = || async {
+        h.int("SELECT count(*) FROM _sync_requests WHERE route LIKE '/api/v1/companies/TW%3A2330/prices%'")
+            .await
+    };
+    assert_eq!(refused_asks().await, 1);
+    for hours in [6, 12] {
+        h.clock.as_sim().unwrap().advance(Duration::from_secs(hours * 3600));
+        let (report, result) = h.syncer.run_once(&h.only(&["prices"])).await;
+        result.unwrap();
+        assert_eq!(report.outcomes[0].status, RunStatus::Ok, "{report:?}");
+        assert!(report.outcomes[0].not_served[0].contains("not asked"), "{report:?}");
+    }
+    assert_eq!(refused_asks().await, 1, "not asked again within the day");
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(7 * 3600));
+    run_ok(&h, &h.only(&["prices"])).await;
+    assert_eq!(refused_asks().await, 2, "asked again a day later");
+}
+
+/// A service that reads a filter's several values from repeated parameters
+/// takes the contract's comma list for one value and serves an empty tape:
+/// the run ends `partial` saying so and what to set, and marks nothing
+/// complete. With `[news] list_form = "repeated"` the tape is the one a
+/// service reading comma lists serves for the same filter.
+#[tokio::test]
+async fn news_filters_go_in_the_form_the_service_reads_or_the_run_says_so() {
+    let tickers = vec!["MSFT".to_owned(), "AAPL".to_owned()];
+    let mut h = Harness::with_emulator(with_quirks(&frozen_clock(), roomy(), "repeated_filters"), &["MSFT"]).await;
+    h.restart(|c| c.news.tickers = tickers.clone()).await;
+    let mut news = h.only(&["news"]);
+    news[0].params.backfill_days = Some(2);
+    let (report, result) = h.syncer.run_once(&news).await;
+    result.unwrap();
+    let outcome = &report.outcomes[0];
+    assert_eq!(outcome.status, RunStatus::Partial, "{outcome:?}");
+    let said = outcome.error.as_deref().unwrap_or("");
+    assert!(
+        said.contains("/api/v1/news/feed") && said.contains("list_form = \"repeated\""),
+        "{said}"
+    );
+    assert_eq!(h.int("SELECT count(*) FROM news_items").await, 0);
+
+    h.restart(|c| c.news.list_form = fdsync_core::config::ListForm::Repeated)
+        .await;
+    run_ok(&h, &news).await;
+    let mut comma = Harness::with_emulator(with_quirks(&frozen_clock(), roomy(), ""), &["MSFT"]).await;
+    comma.restart(|c| c.news.tickers = tickers.clone()).await;
+    run_ok(&comma, &news).await;
+    let ids = "SELECT id FROM news_items ORDER BY id";
+    let stored = h.strings(ids).await;
+    assert!(stored.len() > 10, "{} items", stored.len());
+    assert_eq!(stored, comma.strings(ids).await);
+}
+
+/// News pages without `serverTime`: the forward poll still asks for the
+/// headlines rewritten since its last page, from the newest first sighting
+/// it saw, so every headline version a run could have seen is a revision,
+/// as with the contract's pages.
+#[tokio::test]
+async fn news_pages_without_server_time_still_bring_every_rewrite() {
+    let (h, versions) = news_over_a_day("no_server_time").await;
+    let revisions: BTreeSet<String> = h
+        .strings("SELECT id || '|' || headline FROM news_headline_revisions")
+        .await
+        .into_iter()
+        .collect();
+    let missing: Vec<_> = versions.difference(&revisions).take(3).collect();
+    assert!(missing.is_empty(), "headline versions never stored: {missing:?}");
+    assert_eq!(revisions, versions);
+    let asked = h
+        .int("SELECT count(*) FROM _sync_requests WHERE route LIKE '/api/v1/news/feed?after=%&changedSince=%'")
+        .await;
+    assert!(asked >= 3, "every forward poll asked for rewrites: {asked}");
 }

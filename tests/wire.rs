@@ -37,17 +37,23 @@ async fn full_sync(shapes: WireShapes) -> Harness {
 
 /// Each data table's rows as text, lineage (`raw` included) left out.
 pub(crate) async fn rows_of(h: &Harness, table: &fdsync_core::tables::TableDef) -> BTreeSet<String> {
+    h.strings(&rows_sql(table, &[])).await.into_iter().collect()
+}
+
+/// The query of a table's rows as text, lineage and the `skipped` (table,
+/// column) pairs left out.
+pub(crate) fn rows_sql(table: &fdsync_core::tables::TableDef, skipped: &[(&str, &str)]) -> String {
     let columns: Vec<String> = table
         .columns
         .iter()
+        .filter(|c| !skipped.contains(&(table.name, c.name)))
         .map(|c| format!("coalesce(CAST(\"{}\" AS VARCHAR), '∅')", c.name))
         .collect();
-    let sql = format!(
+    format!(
         "SELECT concat_ws(' | ', {}) FROM \"{}\"",
         columns.join(", "),
         table.name
-    );
-    h.strings(&sql).await.into_iter().collect()
+    )
 }
 
 #[tokio::test]

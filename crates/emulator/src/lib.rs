@@ -48,7 +48,7 @@ pub use hostile::Hostile;
 use keys::Keyring;
 pub use keys::{Account, Credits};
 use news_routes::*;
-pub use quirks::{LIST_ROUTES, Quirks, RENAMED_LIST};
+pub use quirks::{INNER_LISTS, LIST_ROUTES, OTHER_ROUTES, QUIRK_NAMES, Quirks, RENAMED_LIST};
 use routes::*;
 pub use shapes::{EXTRA_FIELD, Served, WireShapes};
 use wire::ErrorBody;

@@ -31,6 +31,47 @@ pub const LIST_ROUTES: &[(&str, &str)] = &[
     ("sources", "sources"),
     ("topics", "topics"),
     ("macro", "history"),
+    ("countries", "macroSeries"),
+];
+
+/// Lists inside each record of a family's list, which
+/// [`Quirks::renamed_inner`] serves under another name: (family, outer list,
+/// inner list).
+pub const INNER_LISTS: &[(&str, &str, &str)] = &[
+    ("regulation", "executiveActions", "links"),
+    ("filings", "filings", "sections"),
+    ("events", "events", "items"),
+    ("wire", "events", "items"),
+    ("latest", "events", "items"),
+];
+
+/// Route families with no record list of their own, which
+/// [`Quirks::unserved`] and [`Quirks::refused`] also name.
+pub const OTHER_ROUTES: &[&str] = &["stream", "item_text", "section", "company", "top", "item"];
+
+/// Every quirk's name as [`Quirks::parse`] takes it (before any `=`): what
+/// `docs/open-choices.md` lists and some test drives.
+pub const QUIRK_NAMES: &[&str] = &[
+    "page_cap",
+    "rename",
+    "null",
+    "unpadded_ciks",
+    "after_newest_first",
+    "empty_texts",
+    "offsetless_timestamps",
+    "bare_429",
+    "withhold_page",
+    "frozen_updated_at",
+    "redated",
+    "unserved",
+    "refuse",
+    "rename_inner",
+    "ignore_sort",
+    "no_total",
+    "offset_cap",
+    "repeated_filters",
+    "json_texts",
+    "no_server_time",
 ];
 
 /// The name a renamed list is served under.
@@ -66,35 +107,82 @@ pub struct Quirks {
     /// Every 8-K event's `filingDate` served a year earlier: a restated date,
     /// which moves a row to another lake partition.
     pub redated: bool,
-    /// Route families that answer 404 for one company, as a service answers
-    /// for an issuer a route does not cover (a non-SEC issuer's 8-K index,
-    /// regulation outside its pilot): (families, the company's id).
-    pub unserved: Option<(Vec<String>, String)>,
+    /// Route families that refuse one company, as a service answers for an
+    /// issuer a route does not cover (404: a non-SEC issuer's 8-K index,
+    /// regulation outside its pilot) or a plan that does not include it
+    /// (402 `upgrade_required`): (families, the company's id, the status).
+    pub unserved: Option<(Vec<String>, String, u16)>,
+    /// Route families refused whole with a status (`refuse=stream:403`).
+    pub refused: Vec<(String, u16)>,
+    /// Route families ([`INNER_LISTS`]) whose records carry their inner
+    /// list under another name.
+    pub renamed_inner: Vec<String>,
+    /// The wire ignores `sort`: newest first whatever is asked.
+    pub ignore_sort: bool,
+    /// The wire's pages carry no `total`.
+    pub no_total: bool,
+    /// The wire answers an empty page at this offset and past it, as a
+    /// service that caps offset paging does.
+    pub offset_cap: Option<u64>,
+    /// The news routes read a filter's several values from repeated
+    /// parameters (`tickers=A&tickers=B`); a comma list is one value.
+    pub repeated_filters: bool,
+    /// 8-K item texts served as JSON strings (`application/json`).
+    pub json_texts: bool,
+    /// News pages without `serverTime`.
+    pub no_server_time: bool,
+}
+
+/// The news filters that take several values.
+const MULTI_VALUE_FILTERS: &[&str] = &["tickers", "cik", "topics", "sources", "excludeSources", "excludeForms"];
+
+/// The status a quirk refuses with, parsed from `400` to `499`.
+fn refusal_status(v: &str) -> Option<u16> {
+    v.parse::<u16>()
+        .ok()
+        .filter(|s| (400..500).contains(s) && *s != 401 && *s != 429)
+}
+
+/// The refusal a quirk answers with: the status, its code where the
+/// specification gives one, and a message.
+pub(super) fn refusal(status: u16, what: &str) -> ApiError {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN);
+    let error = ApiError::new(
+        status,
+        format!("{what}: {}", status.canonical_reason().unwrap_or("refused")),
+    );
+    if status == StatusCode::PAYMENT_REQUIRED {
+        error.code("upgrade_required")
+    } else {
+        error
+    }
 }
 
 impl Quirks {
     /// `page_cap=37,rename=wire+geo,null=regulation,unpadded_ciks,after_newest_first,
     /// empty_texts,offsetless_timestamps,bare_429,withhold_page=40,frozen_updated_at,redated,
-    /// unserved=events+regulation@JP:7203`, any of them; `rename=all` names every family.
+    /// unserved=events+regulation@JP:7203[:402],refuse=stream:403,rename_inner=regulation,
+    /// ignore_sort,no_total,offset_cap=400`, any of them; `rename=all` names every family.
     pub fn parse(spec: &str) -> Result<Quirks, String> {
         let mut q = Quirks::default();
-        let families = |list: &str| -> Result<Vec<String>, String> {
+        let list_names: Vec<&str> = LIST_ROUTES.iter().map(|(n, _)| *n).collect();
+        let inner_names: Vec<&str> = INNER_LISTS.iter().map(|(n, _, _)| *n).collect();
+        let any_names: Vec<&str> = list_names.iter().chain(OTHER_ROUTES).copied().collect();
+        let among = |list: &str, known: &[&str]| -> Result<Vec<String>, String> {
             if list == "all" {
-                return Ok(LIST_ROUTES.iter().map(|(name, _)| (*name).to_owned()).collect());
+                return Ok(known.iter().map(|n| (*n).to_owned()).collect());
             }
             list.split('+')
                 .map(|name| {
-                    LIST_ROUTES
+                    known
                         .iter()
-                        .find(|(known, _)| *known == name)
-                        .map(|(known, _)| (*known).to_owned())
-                        .ok_or_else(|| {
-                            let known: Vec<&str> = LIST_ROUTES.iter().map(|(n, _)| *n).collect();
-                            format!("{name:?}: a route family is one of {}, or all", known.join(", "))
-                        })
+                        .find(|k| **k == name)
+                        .map(|k| (*k).to_owned())
+                        .ok_or_else(|| format!("{name:?}: a route family is one of {}, or all", known.join(", ")))
                 })
                 .collect()
         };
+        let families = |list: &str| among(list, &list_names);
         let count = |part: &str, v: &str| {
             v.parse::<u64>()
                 .ok()
@@ -110,9 +198,29 @@ impl Quirks {
                 Some(("unserved", v)) => {
                     let (list, company) = v
                         .split_once('@')
-                        .ok_or_else(|| format!("{part:?}: expected unserved=FAMILIES@COMPANY"))?;
-                    q.unserved = Some((families(list)?, company.to_owned()));
+                        .ok_or_else(|| format!("{part:?}: expected unserved=FAMILIES@COMPANY[:STATUS]"))?;
+                    let (company, status) = match company
+                        .rsplit_once(':')
+                        .and_then(|(c, s)| Some((c, refusal_status(s)?)))
+                    {
+                        Some((company, status)) => (company, status),
+                        None => (company, 404),
+                    };
+                    q.unserved = Some((among(list, &any_names)?, company.to_owned(), status));
                 }
+                Some(("refuse", v)) => {
+                    for one in v.split('+') {
+                        let (family, status) = one
+                            .rsplit_once(':')
+                            .and_then(|(f, s)| Some((f, refusal_status(s)?)))
+                            .ok_or_else(|| {
+                                format!("{part:?}: expected refuse=FAMILY:STATUS, a status 4xx but 401 and 429")
+                            })?;
+                        q.refused.push((among(family, &any_names)?.remove(0), status));
+                    }
+                }
+                Some(("rename_inner", v)) => q.renamed_inner = among(v, &inner_names)?,
+                Some(("offset_cap", v)) => q.offset_cap = Some(count(part, v)?),
                 None if part == "unpadded_ciks" => q.unpadded_ciks = true,
                 None if part == "after_newest_first" => q.after_newest_first = true,
                 None if part == "empty_texts" => q.empty_texts = true,
@@ -120,11 +228,17 @@ impl Quirks {
                 None if part == "bare_429" => q.bare_quota_429 = true,
                 None if part == "frozen_updated_at" => q.frozen_updated_at = true,
                 None if part == "redated" => q.redated = true,
+                None if part == "ignore_sort" => q.ignore_sort = true,
+                None if part == "no_total" => q.no_total = true,
+                None if part == "repeated_filters" => q.repeated_filters = true,
+                None if part == "json_texts" => q.json_texts = true,
+                None if part == "no_server_time" => q.no_server_time = true,
                 _ => {
                     return Err(format!(
                         "{part:?}: use page_cap=N, rename=FAMILIES, null=FAMILIES, unpadded_ciks, after_newest_first, \
-                         empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at, redated \
-                         or unserved=FAMILIES@COMPANY"
+                         empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at, redated, \
+                         unserved=FAMILIES@COMPANY[:STATUS], refuse=FAMILY:STATUS, rename_inner=FAMILIES, ignore_sort, \
+                         no_total, offset_cap=OFFSET, repeated_filters, json_texts or no_server_time"
                     ));
                 }
             }
@@ -162,6 +276,13 @@ fn family(path: &str) -> Option<&'static str> {
         ["news", "sources"] => "sources",
         ["news", "topics"] => "topics",
         ["countries", _, "series"] => "macro",
+        ["news", "stream"] => "stream",
+        ["news", "top"] => "top",
+        ["news", "items", _] => "item",
+        ["companies", _, "events", _] => "item_text",
+        ["companies", _, "filing-notes", _, _] => "section",
+        ["companies", _] => "company",
+        ["countries", _] => "countries",
         _ => return None,
     })
 }
@@ -180,7 +301,7 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
         .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default();
     let family = family(&path);
-    if let (Some((families, company)), Some(f)) = (&q.unserved, family)
+    if let (Some((families, company, status)), Some(f)) = (&q.unserved, family)
         && families.iter().any(|n| n == f)
         && let Some(id) = path
             .strip_prefix("/api/v1/companies/")
@@ -189,7 +310,12 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
         && let (Some(asked), Some(unserved)) = (state.world.resolve(&id), state.world.resolve(company))
         && asked.cik == unserved.cik
     {
-        return ApiError::new(StatusCode::NOT_FOUND, format!("{f} is not served for {}", asked.cik)).into_response();
+        return refusal(*status, &format!("{f} is not served for {}", asked.cik)).into_response();
+    }
+    if let Some(f) = family
+        && let Some((_, status)) = q.refused.iter().find(|(n, _)| n == f)
+    {
+        return refusal(*status, &format!("{f} is not served to this key")).into_response();
     }
     let asked = |query: &[(String, String)], name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let mut rewrite_query = false;
@@ -215,6 +341,34 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
         }
         _ => None,
     };
+    if q.repeated_filters && matches!(family, Some("news" | "stream")) {
+        // What the route handlers read as a comma list: the repeated values
+        // joined, a comma list sent as one value kept as one.
+        let mut read: Vec<(String, String)> = Vec::new();
+        for (k, v) in std::mem::take(&mut query) {
+            if !MULTI_VALUE_FILTERS.contains(&k.as_str()) {
+                read.push((k, v));
+                continue;
+            }
+            let one = v.replace(',', " ");
+            match read.iter_mut().find(|(name, _)| *name == k) {
+                Some((_, joined)) => {
+                    joined.push(',');
+                    joined.push_str(&one);
+                }
+                None => read.push((k, one)),
+            }
+        }
+        query = read;
+        rewrite_query = true;
+    }
+    if q.ignore_sort && family == Some("wire") && asked(&query, "sort").is_some() {
+        query.retain(|(k, _)| k != "sort");
+        rewrite_query = true;
+    }
+    let capped = q.offset_cap.is_some_and(|cap| {
+        family == Some("wire") && asked(&query, "offset").and_then(|o| o.parse::<u64>().ok()).unwrap_or(0) >= cap
+    });
     let withhold = match (q.withhold_page, family) {
         (Some(from), Some("wire")) => {
             let offset = asked(&query, "offset").and_then(|o| o.parse::<u64>().ok()).unwrap_or(0);
@@ -255,14 +409,52 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
             let (parts, _) = response.into_parts();
             return Response::from_parts(parts, axum::body::Body::empty());
         }
-        return response;
+        if !q.json_texts {
+            return response;
+        }
+    }
+    if q.json_texts && family == Some("item_text") {
+        // The item's text as a JSON string, declared as JSON.
+        let (mut parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+        let quoted = Value::String(String::from_utf8_lossy(&bytes).into_owned()).to_string();
+        parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+        parts.headers.insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        );
+        return Response::from_parts(parts, axum::body::Body::from(quoted));
     }
     gate::rewrite_json(response, |body| {
         if let Some(after) = &newest_after {
             newest_first_after(body, after);
         }
-        if withhold && let Some(events) = body.get_mut("events") {
+        if (withhold || capped)
+            && let Some(events) = body.get_mut("events")
+        {
             *events = json!([]);
+        }
+        if q.no_server_time
+            && family == Some("news")
+            && let Some(object) = body.as_object_mut()
+        {
+            object.remove("serverTime");
+        }
+        if q.no_total
+            && family == Some("wire")
+            && let Some(object) = body.as_object_mut()
+        {
+            object.remove("total");
+        }
+        if let Some((name, outer, inner)) = family.and_then(|f| INNER_LISTS.iter().find(|(n, _, _)| *n == f))
+            && q.renamed_inner.iter().any(|n| n == name)
+            && let Some(records) = body.get_mut(*outer).and_then(Value::as_array_mut)
+        {
+            for record in records.iter_mut().filter_map(Value::as_object_mut) {
+                if let Some(value) = record.remove(*inner) {
+                    record.insert(RENAMED_LIST.to_owned(), value);
+                }
+            }
         }
         if let Some((name, list)) = family.and_then(|f| LIST_ROUTES.iter().find(|(n, _)| *n == f))
             && let Some(object) = body.as_object_mut()
@@ -366,8 +558,14 @@ mod tests {
         let q = Quirks::parse("unserved=events+regulation@JP:7203").unwrap();
         assert_eq!(
             q.unserved,
-            Some((vec!["events".into(), "regulation".into()], "JP:7203".into()))
+            Some((vec!["events".into(), "regulation".into()], "JP:7203".into(), 404))
         );
+        let q = Quirks::parse("unserved=prices@TW:2330:402,refuse=stream:403,rename_inner=regulation").unwrap();
+        assert_eq!(q.unserved, Some((vec!["prices".into()], "TW:2330".into(), 402)));
+        assert_eq!(q.refused, [("stream".to_owned(), 403)]);
+        assert_eq!(q.renamed_inner, ["regulation"]);
+        assert!(Quirks::parse("refuse=stream:401").unwrap_err().contains("401"));
+        assert!(Quirks::parse("rename_inner=geo").unwrap_err().contains("regulation"));
         assert!(
             Quirks::parse("unserved=events")
                 .unwrap_err()
@@ -393,6 +591,21 @@ mod tests {
     }
 
     #[test]
+    fn every_quirk_name_parses() {
+        for name in QUIRK_NAMES {
+            let spec = match *name {
+                "page_cap" | "withhold_page" | "offset_cap" => format!("{name}=3"),
+                "rename" | "null" => format!("{name}=wire"),
+                "rename_inner" => format!("{name}=regulation"),
+                "unserved" => format!("{name}=prices@MSFT:402"),
+                "refuse" => format!("{name}=stream:403"),
+                _ => (*name).to_owned(),
+            };
+            assert_ne!(Quirks::parse(&spec).unwrap(), Quirks::default(), "{spec}");
+        }
+    }
+
+    #[test]
     fn every_family_names_a_data_route() {
         for path in [
             "/api/v1/events/wire",
@@ -402,6 +615,12 @@ mod tests {
         ] {
             assert!(family(path).is_some(), "{path}");
         }
-        assert_eq!(family("/api/v1/companies/MSFT/events/0000789019-26-000001"), None);
+        // An item text is not the index's list, though its path begins alike.
+        assert_eq!(
+            family("/api/v1/companies/MSFT/events/0000789019-26-000001"),
+            Some("item_text")
+        );
+        assert_eq!(family("/api/v1/companies/MSFT"), Some("company"));
+        assert_eq!(family("/api/v1/nowhere"), None);
     }
 }
