@@ -28,13 +28,20 @@ struct Asked {
 
 /// The text of a body the service declared JSON: the specification's
 /// "plain-text string" served as a JSON string is the string, not its quotes
-/// and escapes. A body declared otherwise is the text as it came.
-fn json_string_text(media_type: Option<&str>, body: String) -> String {
+/// and escapes; declared JSON but not a JSON string (cut short, or another
+/// shape), it is not a text to store: the body and why, for quarantine. A
+/// body declared otherwise is the text as it came.
+fn json_string_text(media_type: Option<&str>, body: String) -> Result<String, (String, String)> {
     let declared_json = media_type.is_some_and(|t| t == "application/json" || t.ends_with("+json"));
-    if declared_json && let Ok(text) = serde_json::from_str::<String>(&body) {
-        return text;
+    if !declared_json {
+        return Ok(body);
     }
-    body
+    serde_json::from_str::<String>(&body).map_err(|e| {
+        (
+            body.clone(),
+            format!("text declared application/json is not a JSON string: {e}"),
+        )
+    })
 }
 
 /// The checkpoint partition of a part whose text was served empty.
@@ -142,15 +149,19 @@ impl Syncer {
                         // A whole body that is not UTF-8 is the service's bad
                         // record, not a failed request: quarantined, not retried.
                         .get(&route, Access::Key, |body| {
-                            Ok(String::from_utf8(body.to_vec())
-                                .map_err(|e| (String::from_utf8_lossy(body).into_owned(), e.to_string())))
+                            Ok(String::from_utf8(body.to_vec()).map_err(|e| {
+                                (
+                                    String::from_utf8_lossy(body).into_owned(),
+                                    format!("text is not UTF-8: {e}"),
+                                )
+                            }))
                         })
                         .await;
                     match fetched {
                         Ok(f) => {
                             rows.route = route;
                             let text = match f.value {
-                                Ok(text) => Ok(json_string_text(f.media_type.as_deref(), text)),
+                                Ok(text) => json_string_text(f.media_type.as_deref(), text),
                                 bad => bad,
                             };
                             match text {
@@ -169,7 +180,7 @@ impl Syncer {
                                     read(&mut rows, &text, &company, &id, &part);
                                     asked.stored += 1;
                                 }
-                                Err((lossy, why)) => rows.quarantine(&lossy, format!("text is not UTF-8: {why}")),
+                                Err((lossy, why)) => rows.quarantine(&lossy, why),
                             }
                         }
                         // The document has coded parts after all: the 400 lists them.
@@ -253,12 +264,15 @@ mod tests {
         let quoted = r#""Item 2.02.\n\nResults \"as filed\".""#.to_owned();
         assert_eq!(
             json_string_text(Some("application/json"), quoted.clone()),
-            "Item 2.02.\n\nResults \"as filed\"."
+            Ok("Item 2.02.\n\nResults \"as filed\".".to_owned())
         );
-        assert_eq!(json_string_text(Some("text/plain"), quoted.clone()), quoted);
-        assert_eq!(json_string_text(None, quoted.clone()), quoted);
-        let plain = "Item 8.01. Other events.".to_owned();
-        assert_eq!(json_string_text(Some("application/json"), plain.clone()), plain);
+        assert_eq!(json_string_text(Some("text/plain"), quoted.clone()), Ok(quoted.clone()));
+        assert_eq!(json_string_text(None, quoted.clone()), Ok(quoted));
+        // Declared JSON, cut short on the way: not a text to store.
+        let cut = r#""Item 8.01. Other ev"#.to_owned();
+        let (body, why) = json_string_text(Some("application/json"), cut.clone()).unwrap_err();
+        assert_eq!(body, cut);
+        assert!(why.contains("not a JSON string"), "{why}");
     }
 
     #[test]
