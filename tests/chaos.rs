@@ -179,6 +179,9 @@ fn draw(seed: u64) -> Draw {
     if chance(&mut rng, 0.1) {
         quirks.push("after_newest_first".into());
     }
+    if chance(&mut rng, 0.1) {
+        quirks.push("exclusive_dates".into());
+    }
     if chance(&mut rng, 0.2) {
         quirks.push(format!("withhold_page={}", rng.random_range(1..120)));
     }

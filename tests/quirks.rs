@@ -806,3 +806,38 @@ async fn news_pages_without_server_time_still_bring_every_rewrite() {
         .await;
     assert!(asked >= 3, "every forward poll asked for rewrites: {asked}");
 }
+
+/// A wire whose `from` and `to` leave out the days they name: the first run
+/// reads, then asks for a one-day window of a day it stored, finds it
+/// empty and fails naming the route; the next run asks that first and
+/// stops before reading. Once the wire includes its edge days, the check
+/// passes once and is not asked again.
+#[tokio::test]
+async fn a_wire_whose_dates_leave_out_the_edge_days_is_refused_before_reading() {
+    let h = Harness::with_emulator(with_quirks(&frozen_clock(), roomy(), "exclusive_dates"), &["MSFT"]).await;
+    let mut wire = h.only(&["events_wire"]);
+    wire[0].params.backfill_days = Some(3);
+    let probes = "SELECT count(*) FROM _sync_requests WHERE route LIKE '/api/v1/events/wire?%limit=1&offset=0'";
+    let (report, result) = h.syncer.run_once(&wire).await;
+    assert_eq!(result.expect_err("the run fails").exit_code(), 1);
+    let outcome = &report.outcomes[0];
+    assert_eq!(outcome.status, RunStatus::Failed, "{outcome:?}");
+    let said = outcome.error.as_deref().unwrap_or("");
+    assert!(
+        said.contains("/api/v1/events/wire?") && said.contains("leave out the edge days"),
+        "{said}"
+    );
+    assert_eq!(h.int(probes).await, 1);
+
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(3600));
+    let (report, result) = h.syncer.run_once(&wire).await;
+    assert!(result.is_err());
+    assert_eq!(report.outcomes[0].requests, 1, "stopped before reading: {report:?}");
+
+    h.emulator.emulator.set_quirks(Quirks::default());
+    for _ in 0..2 {
+        h.clock.as_sim().unwrap().advance(Duration::from_secs(3600));
+        run_ok(&h, &wire).await;
+    }
+    assert_eq!(h.int(probes).await, 3, "checked once the wire includes its edge days");
+}

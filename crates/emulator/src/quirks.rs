@@ -72,6 +72,7 @@ pub const QUIRK_NAMES: &[&str] = &[
     "repeated_filters",
     "json_texts",
     "no_server_time",
+    "exclusive_dates",
 ];
 
 /// The name a renamed list is served under.
@@ -131,6 +132,8 @@ pub struct Quirks {
     pub json_texts: bool,
     /// News pages without `serverTime`.
     pub no_server_time: bool,
+    /// The wire's `from` and `to` leave out the days they name.
+    pub exclusive_dates: bool,
 }
 
 /// The news filters that take several values.
@@ -233,12 +236,13 @@ impl Quirks {
                 None if part == "repeated_filters" => q.repeated_filters = true,
                 None if part == "json_texts" => q.json_texts = true,
                 None if part == "no_server_time" => q.no_server_time = true,
+                None if part == "exclusive_dates" => q.exclusive_dates = true,
                 _ => {
                     return Err(format!(
                         "{part:?}: use page_cap=N, rename=FAMILIES, null=FAMILIES, unpadded_ciks, after_newest_first, \
                          empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at, redated, \
                          unserved=FAMILIES@COMPANY[:STATUS], refuse=FAMILY:STATUS, rename_inner=FAMILIES, ignore_sort, \
-                         no_total, offset_cap=OFFSET, repeated_filters, json_texts or no_server_time"
+                         no_total, offset_cap=OFFSET, repeated_filters, json_texts, no_server_time or exclusive_dates"
                     ));
                 }
             }
@@ -361,6 +365,18 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
         }
         query = read;
         rewrite_query = true;
+    }
+    if q.exclusive_dates && family == Some("wire") {
+        // What the inclusive handler then serves: the days strictly between.
+        for (name, shift) in [("from", 1), ("to", -1)] {
+            if let Some((_, value)) = query.iter_mut().find(|(k, _)| k == name)
+                && let Ok(day) = value.parse::<chrono::NaiveDate>()
+                && let Some(moved) = day.checked_add_signed(chrono::Duration::days(shift))
+            {
+                *value = moved.to_string();
+                rewrite_query = true;
+            }
+        }
     }
     if q.ignore_sort && family == Some("wire") && asked(&query, "sort").is_some() {
         query.retain(|(k, _)| k != "sort");

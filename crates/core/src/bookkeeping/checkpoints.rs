@@ -12,6 +12,10 @@ pub const STREAM_PARTITION: &str = "stream";
 /// pending record (its cursor, an RFC 3339 time).
 pub const PENDING_PARTITION: &str = "pending";
 
+/// The checkpoint that a windowed list's `from` and `to` were found
+/// inclusive, as the wire contract defines them (its cursor `inclusive`).
+pub const DATES_PARTITION: &str = "dates";
+
 /// The checkpoint of the backfill: the oldest day from which every later day
 /// is stored and, after `;`, how many older records the service still
 /// counted then (`2026-10-01;3400`); or [`BACKFILL_COMPLETE`].

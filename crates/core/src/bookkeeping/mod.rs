@@ -6,8 +6,8 @@ mod checkpoints;
 mod runs;
 
 pub use checkpoints::{
-    BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, NO_MANDATE, NOT_SERVED, NOT_SERVED_404, NotServedCursor,
-    PENDING_PARTITION, STREAM_PARTITION, TapeBackfill, TapeCursor,
+    BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, DATES_PARTITION, NO_MANDATE, NOT_SERVED, NOT_SERVED_404,
+    NotServedCursor, PENDING_PARTITION, STREAM_PARTITION, TapeBackfill, TapeCursor,
 };
 pub use runs::{RESUMES, RunTimes};
 

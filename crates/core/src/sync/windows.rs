@@ -13,7 +13,7 @@
 use chrono::{Duration, NaiveDate};
 
 use super::{Progress, Shortfall, SyncError, Syncer, upstream_error};
-use crate::bookkeeping::{BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, PENDING_PARTITION};
+use crate::bookkeeping::{BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, DATES_PARTITION, PENDING_PARTITION};
 use crate::feeds::Windows;
 use crate::pipeline::Pipeline;
 use crate::records::Rows;
@@ -59,6 +59,11 @@ impl Syncer {
     ) -> Result<(), SyncError> {
         let checkpoints = self.checkpoints_of(pipeline).await?;
         let today = self.clock.now().date_naive();
+        // Checked once, before any read when something is stored already,
+        // else after the first: a service whose `from`/`to` leave out the
+        // edge days would lose a day at every window's edge unseen.
+        let dates_checked = checkpoints.contains_key(DATES_PARTITION);
+        let dates_checked = dates_checked || self.dates_are_inclusive(pipeline, feed, run_id, progress).await?;
         let horizon = pipeline.params.horizon(self.clock.now()).map(|h| h.date_naive());
         let fresh = checkpoints
             .get("")
@@ -139,7 +144,57 @@ impl Syncer {
             None,
             progress,
         )
-        .await
+        .await?;
+        if !dates_checked {
+            self.dates_are_inclusive(pipeline, feed, run_id, progress).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether the list's `from` and `to` are inclusive, as the wire
+    /// contract defines them: a window of one day the warehouse holds
+    /// records of must hold some. `Ok(false)` when nothing is stored to ask
+    /// about yet; the answer is remembered in a checkpoint.
+    ///
+    /// # Errors
+    /// The service's windows leave out their edge days (or the request failed).
+    async fn dates_are_inclusive(
+        &self,
+        pipeline: &Pipeline,
+        feed: &Windows,
+        run_id: &str,
+        progress: &mut Progress,
+    ) -> Result<bool, SyncError> {
+        let (stored, today) = (feed.stored, self.clock.now().date_naive());
+        let Some(day) = self.sink.call(move |s| s.newest_dated(stored, today)).await?? else {
+            return Ok(false);
+        };
+        let route = format!("{}?{}", pipeline.route, (feed.query)(Some(day), day, true, 1, 0));
+        let read = feed.read;
+        let fetched = self
+            .client
+            .get(&route, Access::Key, |body| {
+                let mut rows = Rows::new(run_id, &route, self.clock.now());
+                let page = read(&mut rows, body)?;
+                Ok((rows, page.records.len(), page.total))
+            })
+            .await
+            .map_err(upstream_error)?;
+        let (rows, found, total) = fetched.value;
+        if found == 0 && total.is_none_or(|t| t == 0) {
+            return Err(SyncError::Other(format!(
+                "{route}: a window of one day ({day}) holds nothing, though the service served records of that day: its \
+                 from/to leave out the edge days, which the wire contract includes, so every window would miss its \
+                 first or last day; stopped before reading"
+            )));
+        }
+        let checkpoint = Checkpoint {
+            pipeline: pipeline.name.clone(),
+            partition: DATES_PARTITION.into(),
+            cursor: "inclusive".into(),
+        };
+        self.commit(run_id, rows, Some(checkpoint), progress).await?;
+        Ok(true)
     }
 
     /// Reads every record dated `from` to `to`, a page at a time, each page

@@ -78,6 +78,25 @@ impl DuckDbSink {
         Ok(found.into_iter().flatten().next())
     }
 
+    /// The newest day `stored` holds a document of, up to `until`.
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn newest_dated(&self, stored: &Stored, until: NaiveDate) -> Result<Option<NaiveDate>, SinkError> {
+        let sql = format!(
+            "SELECT max({dated}) FROM {table} WHERE {dated} <= ?::DATE",
+            dated = ident(stored.dated),
+            table = ident(stored.table.name),
+        );
+        let found: Vec<Option<NaiveDate>> = self.rows(
+            (stored.table.name, "finding the newest day stored"),
+            &sql,
+            &[&until.to_string()],
+            |r| r.get(0),
+        )?;
+        Ok(found.into_iter().flatten().next())
+    }
+
     /// How many documents `stored` holds dated from `from` (open: from the
     /// start) to `to`, inclusive: what a window read is held against.
     ///
