@@ -5,14 +5,49 @@
 //! file names a feed, and the warehouse catalogue ([`catalogue`]) is every
 //! feed's tables.
 //!
-//! Adding a feed is a file here declaring its `pub static ...: Feed`, which
-//! the build declares as a module and lists in [`FEEDS`], a pipeline file
-//! and the emulator's route; a table added to a feed's response is a
+//! Adding a feed is a file here declaring its `pub static ...: Feed`, its
+//! `mod` line and its place in [`FEEDS`] below, a pipeline file and the
+//! emulator's route; a table added to a feed's response is a
 //! [`table!`](crate::tables::table) and its rows in that feed's module.
+//! `tests::every_feed_file_is_declared_and_registered` names a file left out.
 
 mod fetch;
-// The feed modules and `FEEDS`, the registry, from the files in this folder.
-include!(concat!(env!("OUT_DIR"), "/feeds.rs"));
+
+pub mod companies;
+pub mod coverage;
+pub mod dividends;
+pub mod events;
+pub mod filings;
+pub mod geo;
+pub mod indices;
+pub mod macro_series;
+pub mod monthly_revenue;
+pub mod news;
+pub mod prices;
+pub mod regulation;
+
+/// Every feed fdsync reads, in the order the catalogue and the docs list
+/// their tables.
+pub static FEEDS: &[&Feed] = &[
+    &companies::FEED,
+    &coverage::FEED,
+    &dividends::FEED,
+    &events::FEED,
+    &events::WIRE,
+    &events::LATEST,
+    &events::TEXTS,
+    &filings::FEED,
+    &geo::FEED,
+    &indices::FEED,
+    &macro_series::FEED,
+    &monthly_revenue::FEED,
+    &news::FEED,
+    &news::COMPANY,
+    &news::SOURCES,
+    &news::TOPICS,
+    &prices::FEED,
+    &regulation::FEED,
+];
 
 use serde::Deserialize;
 
@@ -293,6 +328,45 @@ fn top_level_fields(body: &[u8]) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every file of this folder that declares a feed has its `mod` line
+    /// and each of its feeds a place in [`FEEDS`]: a file left out would
+    /// not even be compiled, so this reads the folder as text.
+    #[test]
+    fn every_feed_file_is_declared_and_registered() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/feeds");
+        let this = std::fs::read_to_string(dir.join("mod.rs")).unwrap();
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+            .collect();
+        files.sort();
+        let mut checked = 0;
+        for path in files {
+            let module = path.file_stem().unwrap().to_str().unwrap().to_owned();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let statics: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("pub static ")?.strip_suffix(": Feed = Feed {"))
+                .collect();
+            if statics.is_empty() {
+                continue;
+            }
+            assert!(
+                this.contains(&format!("\npub mod {module};\n")),
+                "src/feeds/{module}.rs declares a feed but has no `pub mod {module};` line in src/feeds/mod.rs"
+            );
+            for name in statics {
+                assert!(
+                    this.contains(&format!("    &{module}::{name},\n")),
+                    "src/feeds/{module}.rs: its feed {name} is not listed in FEEDS (src/feeds/mod.rs)"
+                );
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, FEEDS.len(), "FEEDS lists a feed no file declares as a static");
+    }
 
     #[test]
     fn every_table_is_declared_once_with_keys_that_name_its_columns() {
