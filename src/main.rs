@@ -2,6 +2,10 @@
 //! module per command. Exit codes follow the operator contract.
 
 #![forbid(unsafe_code)]
+// The commands' doc comments are their `--help`, written for a terminal:
+// `[daemon]` is a config section and `<KEY>` a placeholder there, not links
+// or HTML.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 mod common;
 mod demo;
@@ -63,6 +67,8 @@ enum LogFormat {
     Json,
 }
 
+// Parsed once per process: its size costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run pipelines once from their checkpoints, then exit (for cron, systemd timers, CronJobs).

@@ -234,9 +234,6 @@ async fn concurrent_requests_share_one_rate_budget() {
     assert!(report.outcomes.iter().all(|o| o.status == RunStatus::Ok), "{report:?}");
     let stats = h.emulator.emulator.stats();
     assert_eq!(stats.rate_limited, 0, "{stats:?}");
-    assert_eq!(
-        h.int("SELECT count(DISTINCT company_key) FROM dividends").await > 0,
-        true
-    );
+    assert!(h.int("SELECT count(DISTINCT company_key) FROM dividends").await > 0);
     assert_eq!(h.int("SELECT count(DISTINCT company_key) FROM prices_daily").await, 20);
 }

@@ -276,8 +276,7 @@ async fn events_and_item_texts_match_the_emulator_while_filings_arrive() {
         .into_iter()
         .map(|r| {
             if r.starts_with(&twisted) {
-                let e = truth.iter().find(|t| t.starts_with(&twisted)).unwrap().clone();
-                e
+                truth.iter().find(|t| t.starts_with(&twisted)).unwrap().clone()
             } else {
                 r
             }

@@ -276,7 +276,7 @@ async fn unpadded_ciks_are_one_company_key_and_store_what_padded_ones_store() {
     let found = tables(&unpadded, Some(&tables_of)).await;
     let differ = differences(&expected, &found);
     assert!(differ.is_empty(), "{}", differ.join("\n"));
-    assert!(expected["event_item_texts"].len() > 0 && expected["dividends"].len() > 0);
+    assert!(!expected["event_item_texts"].is_empty() && !expected["dividends"].is_empty());
     assert!(
         unpadded
             .int("SELECT count(*) FROM _sync_requests WHERE route LIKE '/api/v1/companies/789019/%'")

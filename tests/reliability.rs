@@ -304,7 +304,7 @@ async fn killed_at_random_points_then_resumed_the_warehouse_equals_an_uninterrup
     let truth = content(&reference.warehouse());
 
     let victim = Subject::new(&emulator.base_url(), true);
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x0C2A_5E5);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x00C2_A5E5);
     let trials = trials(4);
     let mut killed = 0;
     let mut spent = 0;
@@ -1025,13 +1025,12 @@ mod garbage {
             let events: Vec<_> = futures::executor::block_on(stream.map(|c| c.map(bytes::Bytes::from)).eventsource_collect());
             let mut rows = rows();
             for event in events.into_iter().flatten() {
-                if event.event == "items" {
-                    if let Ok(page) = serde_json::from_str::<NewsPage>(&event.data) {
+                if event.event == "items"
+                    && let Ok(page) = serde_json::from_str::<NewsPage>(&event.data) {
                         for raw in &page.items {
                             let _ = news::read_item(&mut rows, raw, None);
                         }
                     }
-                }
             }
             prop_assert!(rows.into_batches().is_ok());
         }

@@ -4,9 +4,9 @@
 //! `dirty_decay_ms:0`, built in by `.cargo/config.toml`): a thread that frees
 //! whole pages returns them as it frees them. A run that loads little then
 //! holds what is live, not what it freed. A bulk load frees and reuses so much
-//! that this doubles its system time, so from a load of [`BULK_LOAD_ROWS`]
+//! that this doubles its system time, so from a load of `BULK_LOAD_ROWS`
 //! rows the writer hands purging to a background thread, which returns pages
-//! unused for [`BACKGROUND_DECAY_MS`], until [`BULK_LINGER`] of small loads
+//! unused for `BACKGROUND_DECAY_MS`, until `BULK_LINGER` of small loads
 //! hands it back.
 //!
 //! A binary declares [`Jemalloc`] its global allocator and hands
@@ -32,7 +32,7 @@ const BACKGROUND_DECAY_MS: isize = 100;
 pub enum Purging {
     /// The thread that frees, as it frees.
     Inline,
-    /// A background thread, after [`BACKGROUND_DECAY_MS`].
+    /// A background thread, after `BACKGROUND_DECAY_MS`.
     Background,
 }
 

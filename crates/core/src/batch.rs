@@ -1,5 +1,5 @@
 //! Rows to Arrow record batches: one typed builder per column of a
-//! [`TableDef`]; the [`table!`] macro that declares a table with its row
+//! [`TableDef`]; the `table!` macro that declares a table with its row
 //! struct.
 //!
 //! A record is written field by field in column order through [`RowWriter`], then
@@ -167,7 +167,7 @@ impl BatchBuilder {
 }
 
 /// One row of a table, written column by column in the table's order.
-/// Implemented by the row structs [`table!`] declares.
+/// Implemented by the row structs `table!` declares.
 pub trait Row {
     const TABLE: &'static TableDef;
 

@@ -466,7 +466,7 @@ fn intervals(timer_minutes: Option<u32>) -> Vec<u32> {
     let step = timer_minutes.unwrap_or(5).clamp(1, MINUTES_A_DAY);
     let mut out: Vec<u32> = (1..=MINUTES_A_DAY)
         .rev()
-        .filter(|m| MINUTES_A_DAY % m == 0 && m % step == 0)
+        .filter(|m| MINUTES_A_DAY.is_multiple_of(*m) && m % step == 0)
         .collect();
     if out.is_empty() {
         out.push(MINUTES_A_DAY);

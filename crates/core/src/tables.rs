@@ -1,5 +1,5 @@
 //! What a warehouse table is: column types, load rules, lake partitions.
-//! Tables are declared with [`crate::batch::table!`], each next to what
+//! Tables are declared with `table!` (`crate::batch`), each next to what
 //! writes it: a feed's in its module, fdsync's own in [`crate::bookkeeping`].
 //! `../shared/spec/warehouse-contract.md` is the public interface; the
 //! catalogue of every table is [`crate::feeds::catalogue`], and every sink

@@ -38,7 +38,7 @@ fn prose(seed: u64, h: u64, chars: usize) -> String {
         let w = WORDS[(unit(seed, h, i) * WORDS.len() as f64) as usize % WORDS.len()];
         out.push_str(w);
         i += 1;
-        out.push_str(if i % 12 == 0 { ". " } else { " " });
+        out.push_str(if i.is_multiple_of(12) { ". " } else { " " });
     }
     out.truncate(chars);
     out

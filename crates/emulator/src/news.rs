@@ -343,13 +343,13 @@ pub fn page(
             // Items at or before A whose headline was rewritten after T, each once.
             let lo = CADENCE.first_at_or_after(since - Duration::minutes(MAX_REWRITE_MINUTES + 1));
             for n in lo..=a.min(count.saturating_sub(1)) {
-                if rewritten_at(world.seed, n).is_some_and(|t| t > since && t <= now) {
-                    if let Some(it) = matching(n) {
-                        items.push(ItemBody {
-                            rewritten: true,
-                            ..it.body
-                        });
-                    }
+                if rewritten_at(world.seed, n).is_some_and(|t| t > since && t <= now)
+                    && let Some(it) = matching(n)
+                {
+                    items.push(ItemBody {
+                        rewritten: true,
+                        ..it.body
+                    });
                 }
             }
         }

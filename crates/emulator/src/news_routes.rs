@@ -143,10 +143,10 @@ pub(super) async fn news_sources(State(state): State<Arc<AppState>>) -> Json<ser
         .min(count);
     let mut per_source: HashMap<&str, u64> = HashMap::new();
     for n in from..count {
-        if news::CADENCE.at(state.world.seed, n) > now - chrono::Duration::hours(24) {
-            if let Some(it) = news::item(&state.world, n, now) {
-                *per_source.entry(it.source.id).or_default() += 1;
-            }
+        if news::CADENCE.at(state.world.seed, n) > now - chrono::Duration::hours(24)
+            && let Some(it) = news::item(&state.world, n, now)
+        {
+            *per_source.entry(it.source.id).or_default() += 1;
         }
     }
     let sources: Vec<serde_json::Value> = news::SOURCES

@@ -380,10 +380,10 @@ pub(super) async fn events_wire(
         if families.as_ref().is_some_and(|f| !f.iter().any(|x| x == e.family)) {
             continue;
         }
-        if let Some(q) = &q {
-            if now < e.headline_at || !e.headline.to_lowercase().contains(q.as_str()) {
-                continue;
-            }
+        if let Some(q) = &q
+            && (now < e.headline_at || !e.headline.to_lowercase().contains(q.as_str()))
+        {
+            continue;
         }
         if total >= offset && page.len() < limit {
             page.push(e.wire_entry(now));

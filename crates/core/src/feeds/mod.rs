@@ -1,5 +1,5 @@
 //! Feeds: one module per upstream route family. Each declares its wire
-//! shapes, its tables (with [`crate::tables::table!`], a row struct per
+//! shapes, its tables (with `table!` (`crate::batch`), a row struct per
 //! table), how a response becomes rows, and which generic fetch engine of
 //! [`crate::sync`] reads it ([`Fetch`]). [`FEEDS`] is the registry: a pipeline
 //! file names a feed, and the warehouse catalogue ([`catalogue`]) is every
@@ -8,7 +8,7 @@
 //! Adding a feed is a file here declaring its `pub static ...: Feed`, its
 //! `mod` line and its place in [`FEEDS`] below, a pipeline file and the
 //! emulator's route; a table added to a feed's response is a
-//! [`table!`](crate::tables::table) and its rows in that feed's module.
+//! `table!` and its rows in that feed's module.
 //! `tests::every_feed_file_is_declared_and_registered` names a file left out.
 
 mod fetch;

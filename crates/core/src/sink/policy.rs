@@ -25,7 +25,7 @@ pub struct CommitPolicy {
     /// while DuckDB compresses a full row group.
     pub groups_ahead: usize,
     /// Rows fetched and not yet committed, at most, in KiB of values
-    /// ([`IN_FLIGHT_MIB`]); a tape page waiting packed counts a few times its
+    /// (`IN_FLIGHT_MIB`); a tape page waiting packed counts a few times its
     /// packed bytes instead.
     pub in_flight_kib: u32,
     /// Rows a response must bring for its commit to be held open for the

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::SinkError;
 
-/// What [`publish`] did.
+/// What `publish` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Published {
     /// The copy was replaced; its size in bytes.

@@ -43,7 +43,7 @@ impl Syncer {
                 None
             }
         };
-        let Some((route, read)) = feeds::FEEDS.iter().find_map(|f| universe(&f)) else {
+        let Some((route, read)) = feeds::FEEDS.iter().find_map(|f| universe(f)) else {
             return Err(SyncError::Other("no feed resolves the universe".into()));
         };
         let mut asked = std::collections::HashSet::new();

@@ -27,7 +27,7 @@ pub enum UpstreamError {
     BadRequest {
         route: String,
         message: String,
-        body: ErrorBody,
+        body: Box<ErrorBody>,
     },
     /// Any other status that is not a success, a redirect or a 5xx: 402,
     /// 403, 410, 422 and the rest. The service refuses this request, and
@@ -56,7 +56,7 @@ pub enum UpstreamError {
         "{route}: the response passed {limit_mb} MiB once decoded (upstream.max_body_mb); it was not read further. Raise the limit if the service really sends pages that large"
     )]
     TooLarge { route: String, limit_mb: u64 },
-    /// The process was told to stop ([`Client::stop_sending`]): no request
+    /// The process was told to stop ([`Client::stop_sending`](super::Client::stop_sending)): no request
     /// is sent, and one in flight is abandoned.
     #[error("stopping: no further request is sent")]
     Stopped,

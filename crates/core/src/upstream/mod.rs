@@ -725,7 +725,7 @@ impl Client {
             StatusCode::BAD_REQUEST => Err(UpstreamError::BadRequest {
                 route: route.to_owned(),
                 message,
-                body: error,
+                body: Box::new(error),
             }),
             s if s.is_server_error() => Err(transient(route, format!("HTTP {}: {message}", s.as_u16()), retry_after)),
             s => Err(UpstreamError::Status {

@@ -89,7 +89,7 @@ impl DuckDbSink {
 
     /// Loads rows and checkpoints as [`DuckDbSink::commit`] does, but leaves
     /// the transaction open for the next commits until it fills DuckDB's row
-    /// groups ([`Held::fills_row_groups`]). Each commit of a backfill used to
+    /// groups (`Held::fills_row_groups`). Each commit of a backfill used to
     /// end in a partial row group, and the next one started a new one; the
     /// first checkpoint after the load then merged them, compressing most
     /// rows a second time: a quarter of a backfill's time, and a file two

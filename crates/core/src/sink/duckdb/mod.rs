@@ -164,7 +164,7 @@ pub(crate) fn sql_err<'a>(table: &'a str, context: &'static str) -> impl FnOnce(
 /// one at a time on the writer thread, so the sequence is also commit order.
 pub const COMMIT_SEQ: &str = "_commit_seq";
 
-/// The partitions a [`LoadRule::Replace`] commit replaced, even those left
+/// The partitions a [`LoadRule::Replace`](crate::tables::LoadRule::Replace) commit replaced, even those left
 /// empty: rows deleted leave no row behind to say so.
 pub const REPLACED_LOG: &str = "_sync_replaced";
 

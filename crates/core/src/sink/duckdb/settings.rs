@@ -25,7 +25,7 @@ impl Settings {
 
     /// Whether bulk commits may be held in one transaction until it fills
     /// the warehouse's row groups ([`DuckDbSink::commit_held`](super::DuckDbSink::commit_held)):
-    /// from [`HOLD_FROM_MB`] up. A held transaction writes its row groups to
+    /// from `HOLD_FROM_MB` up. A held transaction writes its row groups to
     /// the file as they fill and compresses its rows once; what it keeps
     /// pinned is what a merge inside it then lacks, which is why the default
     /// is above this.
