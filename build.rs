@@ -21,27 +21,26 @@ fn main() {
     let rust_order = Path::new(&dir).join("link/rust-order.ld");
     println!("cargo:rerun-if-changed={}", order.display());
     println!("cargo:rerun-if-changed={}", rust_order.display());
-    println!("cargo:rerun-if-env-changed=FDSYNC_SYMBOL_ORDER");
-    // rust-lld, which reads both, is the default linker on this target only;
-    // GNU ld rejects the first. `FDSYNC_SYMBOL_ORDER=off` turns both off for
-    // a build that chooses another linker.
+    println!("cargo:rerun-if-env-changed=FDSYNC_LINK_LAYOUT");
+    // Only the shipped build (.cargo/release.toml) sets the layout: "all" or
+    // "c" (DuckDB's functions alone). rust-lld, which reads both files, is the
+    // default linker on this target only; GNU ld rejects the first.
+    let layout = std::env::var("FDSYNC_LINK_LAYOUT").unwrap_or_default();
     let lld_by_default = std::env::var("TARGET").is_ok_and(|t| t == "x86_64-unknown-linux-gnu");
-    let wanted = std::env::var("FDSYNC_SYMBOL_ORDER").map_or(true, |v| v != "off");
-    if !(lld_by_default && wanted) {
-        return;
-    }
-    if order.is_file() {
-        println!(
-            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
-            order.display()
-        );
-        // Functions a DuckDB build inlined or left out are expected, not worth a warning each.
-        println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
-    }
-    // A script that ends in INSERT adds its output section to the linker's
-    // default layout instead of replacing it.
-    if rust_order.is_file() {
-        println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", rust_order.display());
+    if lld_by_default && matches!(layout.as_str(), "all" | "c") {
+        if order.is_file() {
+            println!(
+                "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
+                order.display()
+            );
+            // Functions a DuckDB build inlined or left out are expected, not worth a warning each.
+            println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+        }
+        // A script that ends in INSERT adds its output section to the linker's
+        // default layout instead of replacing it.
+        if layout == "all" && rust_order.is_file() {
+            println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", rust_order.display());
+        }
     }
     // A static binary relocates itself with the code of the glibc it links,
     // which reads packed relocations from 2.36 on; it then needs nothing of

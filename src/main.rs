@@ -342,12 +342,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Check { json } => run::check(&cli.config, json).await,
         Command::Schema { format, out } => {
             let text = match format {
-                SchemaFormat::Markdown => fdsync_core::schema::markdown(),
-                SchemaFormat::Sql => fdsync_core::schema::comment_sql(),
+                SchemaFormat::Markdown => fdsync_commands::schema::markdown(),
+                SchemaFormat::Sql => fdsync_commands::schema::comment_sql(),
                 SchemaFormat::Dbt => {
                     let config = config()?;
                     let pipelines = common::load_pipelines(&config, Vec::new())?;
-                    fdsync_core::schema::dbt_sources(&pipelines, chrono::Utc::now())
+                    fdsync_commands::schema::dbt_sources(&pipelines, chrono::Utc::now())
                 }
             };
             common::write_out(out.as_deref(), &text)

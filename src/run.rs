@@ -193,11 +193,11 @@ pub async fn stream(config: Config, pipeline: String) -> Result<()> {
 }
 
 pub async fn check(config: &std::path::Path, json: bool) -> Result<()> {
-    let report = fdsync_core::check::run(config).await;
+    let report = fdsync_commands::check::run(config).await;
     if json {
         print_json(&report)?;
     } else {
-        fdsync_core::check::write_text(&mut std::io::stdout(), &report)?;
+        fdsync_commands::check::write_text(&mut std::io::stdout(), &report)?;
     }
     match report.exit_code {
         0 => Ok(()),
@@ -208,7 +208,7 @@ pub async fn check(config: &std::path::Path, json: bool) -> Result<()> {
                 report
                     .checks
                     .iter()
-                    .filter(|c| c.outcome == fdsync_core::check::Outcome::Fail)
+                    .filter(|c| c.outcome == fdsync_commands::check::Outcome::Fail)
                     .count()
             ),
         }
@@ -226,7 +226,7 @@ pub async fn reset(
     let pipelines = load_pipelines(&config, vec![pipeline])?;
     let now = syncer_clock()?.now();
     let sink = open_sink(&config, "fdsync reset").await?;
-    let done = fdsync_core::reset::reset(&sink, &pipelines[0], company.as_deref(), drop_rows, now).await;
+    let done = fdsync_commands::reset::reset(&sink, &pipelines[0], company.as_deref(), drop_rows, now).await;
     sink.close().await;
     let done = done?;
     if json {
@@ -255,11 +255,11 @@ pub fn status(config: &Config, json: bool) -> Result<()> {
     let pipelines = load_pipelines(config, Vec::new())?;
     let now = chrono::Utc::now();
     let pipelines = derived_schedules(config, &pipelines, config.pipelines.timer_minutes, now)?;
-    let status = fdsync_core::status::read(&config.warehouse.duckdb, &pipelines, now)?;
+    let status = fdsync_commands::status::read(&config.warehouse.duckdb, &pipelines, now)?;
     if json {
         return print_json(&status);
     }
-    fdsync_core::status::write_text(&mut std::io::stdout(), &status)?;
+    fdsync_commands::status::write_text(&mut std::io::stdout(), &status)?;
     Ok(())
 }
 
@@ -281,7 +281,7 @@ fn derived_schedules(
     } else {
         None
     };
-    Ok(fdsync_core::plan::derive_schedules(
+    Ok(fdsync_commands::plan::derive_schedules(
         config,
         pipelines,
         reader.as_ref(),
@@ -293,7 +293,7 @@ fn derived_schedules(
 pub fn plan(config: &Config, json: bool, plan: Option<&str>, timer_minutes: Option<u32>) -> Result<()> {
     use fdsync_core::config::Plan;
     let pipelines = load_pipelines(config, Vec::new())?;
-    let limit = plan.map(|p| fdsync_core::plan::Limit::of(if p == "free" { Plan::Free } else { Plan::Build }));
+    let limit = plan.map(|p| fdsync_commands::plan::Limit::of(if p == "free" { Plan::Free } else { Plan::Build }));
     let path = &config.warehouse.duckdb;
     let reader = if path.exists() {
         let writer = fdsync_core::sink::lock::WriterLock::holder_of(path);
@@ -304,7 +304,7 @@ pub fn plan(config: &Config, json: bool, plan: Option<&str>, timer_minutes: Opti
     } else {
         None
     };
-    let forecast = fdsync_core::plan::forecast(
+    let forecast = fdsync_commands::plan::forecast(
         config,
         &pipelines,
         reader.as_ref(),
@@ -315,7 +315,7 @@ pub fn plan(config: &Config, json: bool, plan: Option<&str>, timer_minutes: Opti
     if json {
         print_json(&forecast)?;
     } else {
-        fdsync_core::plan::write_text(&mut std::io::stdout(), &forecast)?;
+        fdsync_commands::plan::write_text(&mut std::io::stdout(), &forecast)?;
     }
     match forecast.fits {
         Some(false) => Err(anyhow::anyhow!(

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use fdsync_commands::status::BackfillStatus;
 use fdsync_core::clock::Clock;
-use fdsync_core::status::BackfillStatus;
 use fdsync_emulator::{PlanLimits, company_docs, events, news};
 
 use crate::util::{Harness, emulator_config};
@@ -28,7 +28,7 @@ async fn pairs(h: &Harness, sql: &str) -> BTreeSet<(String, String)> {
 /// Each pipeline's backfill as `fdsync status` reads it.
 fn backfills(h: &Harness, pipelines: &[fdsync_core::pipeline::Pipeline]) -> Vec<Option<BackfillStatus>> {
     let path = h.syncer.config.warehouse.duckdb.clone();
-    let status = fdsync_core::status::read(&path, pipelines, h.clock.now()).unwrap();
+    let status = fdsync_commands::status::read(&path, pipelines, h.clock.now()).unwrap();
     status.pipelines.into_iter().map(|p| p.backfill).collect()
 }
 
@@ -73,7 +73,7 @@ async fn a_wire_backfill_under_a_small_budget_converges_newest_first_polling_fre
             "run {runs}: no gap newer than the oldest stored"
         );
         let path = h.syncer.config.warehouse.duckdb.clone();
-        let status = fdsync_core::status::read(&path, &wire, h.clock.now()).unwrap();
+        let status = fdsync_commands::status::read(&path, &wire, h.clock.now()).unwrap();
         let backfill = status.pipelines[0].backfill.as_ref().expect("a backfill status");
         if oldest == 0 {
             assert!(backfill.complete, "run {runs}: {backfill:?}");

@@ -240,7 +240,11 @@ fn the_dockerfile_copies_only_what_the_repository_has() {
     assert!(dockerfile.contains("\nUSER fdsync"), "runs unprivileged");
     assert!(
         dockerfile.contains("\nCOPY .cargo "),
-        "the build stage has .cargo/config.toml, which builds jemalloc's options in"
+        "the build stage has .cargo/, whose config builds jemalloc's options in and whose release.toml is the shipped build"
+    );
+    assert!(
+        dockerfile.contains("cargo dist"),
+        "the image holds the shipped build (`cargo dist`, .cargo/release.toml)"
     );
 }
 
@@ -322,6 +326,8 @@ fn copy_tree(from: &Path, to: &Path) {
 #[test]
 #[cfg(target_os = "linux")]
 fn the_image_runs_its_own_test_with_the_stripped_release_binary() {
+    // The image holds the shipped build (`cargo dist`), static on Linux.
+    crate::tools::needs!(ReleaseBinary);
     let stage = final_stage();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
@@ -348,7 +354,7 @@ fn the_image_runs_its_own_test_with_the_stripped_release_binary() {
                 let dest = rest.split_whitespace().last().unwrap();
                 binary = Some(dest.to_owned());
                 std::fs::create_dir_all(at(dest).parent().unwrap()).unwrap();
-                std::fs::copy(env!("CARGO_BIN_EXE_fdsync"), at(dest)).unwrap();
+                std::fs::copy(crate::tools::release_binary(), at(dest)).unwrap();
                 let strip = std::process::Command::new("strip").arg(at(dest)).status();
                 assert!(strip.expect("strip (binutils) runs").success());
             }

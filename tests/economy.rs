@@ -209,7 +209,7 @@ async fn the_plan_forecast_matches_what_a_week_of_the_daemon_spends() {
         .sink
         .call(move |s| {
             let reader = fdsync_core::sink::duckdb::reader::BookkeepingReader::on(s.reading_connection().unwrap());
-            fdsync_core::plan::forecast(&config, &forecast_pipelines, Some(&reader), None, None, now).unwrap()
+            fdsync_commands::plan::forecast(&config, &forecast_pipelines, Some(&reader), None, None, now).unwrap()
         })
         .await
         .unwrap();
@@ -354,7 +354,7 @@ async fn a_route_that_does_not_serve_a_company_is_remembered_and_costs_no_firing
         if tick == 0 {
             let status = h.syncer.status(&pipelines).await.unwrap();
             let mut text = Vec::new();
-            fdsync_core::status::write_text(&mut text, &status).unwrap();
+            fdsync_commands::status::write_text(&mut text, &status).unwrap();
             let text = String::from_utf8(text).unwrap();
             assert_eq!(
                 text.matches("not served: JP:7203 (404 at").count(),

@@ -123,13 +123,13 @@ async fn a_week(h: &Harness, d: &Daemon) -> (Vec<u64>, BTreeMap<String, BTreeSet
 }
 
 /// The forecast of the daemon from what the warehouse holds now.
-async fn forecast(d: &Daemon) -> fdsync_core::plan::Forecast {
+async fn forecast(d: &Daemon) -> fdsync_commands::plan::Forecast {
     let (config, pipelines, now) = (d.syncer.config.clone(), d.pipelines.clone(), d.syncer.clock.now());
     d.syncer
         .sink
         .call(move |s| {
             let reader = fdsync_core::sink::duckdb::reader::BookkeepingReader::on(s.reading_connection().unwrap());
-            fdsync_core::plan::forecast(&config, &pipelines, Some(&reader), None, None, now).unwrap()
+            fdsync_commands::plan::forecast(&config, &pipelines, Some(&reader), None, None, now).unwrap()
         })
         .await
         .unwrap()

@@ -113,7 +113,7 @@ fn the_lake_partition_table_is_generated_from_the_declarations() {
         .expect("docs/lake.md keeps the partition table's markers")
         + start.len();
     let to = doc.find(end).expect("docs/lake.md keeps the partition table's markers");
-    let generated = fdsync_core::schema::lake_partitions_markdown();
+    let generated = fdsync_commands::schema::lake_partitions_markdown();
     if std::env::var_os("FDSYNC_BLESS").is_some() {
         std::fs::write(&path, format!("{}{generated}{}", &doc[..from], &doc[to..])).unwrap();
     } else {
@@ -158,7 +158,7 @@ fn the_linker_layout_is_for_the_pinned_duckdb_and_this_build() {
         .expect("Cargo.lock pins duckdb");
     let list = std::fs::read_to_string(repo().join("link/symbol-order.txt")).unwrap();
     let script = std::fs::read_to_string(repo().join("link/rust-order.ld")).unwrap();
-    let again = "write them again (`cargo run -p fdsync-bench --release -- symbol-order`, needs valgrind)";
+    let again = "write them again (`cargo dist && cargo dist-bench symbol-order`, needs valgrind)";
     let written_for = list
         .lines()
         .find_map(|l| l.strip_prefix("# duckdb = "))
@@ -167,13 +167,15 @@ fn the_linker_layout_is_for_the_pinned_duckdb_and_this_build() {
         written_for, pinned,
         "link/symbol-order.txt was written for DuckDB {written_for}, the build pins {pinned}: {again}"
     );
-    // build.rs hands both to the linker on x86_64 Linux only.
+    // build.rs hands both to the linker on x86_64 Linux only, in the shipped build.
     if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
         return;
     }
+    crate::tools::needs!(ReleaseBinary);
+    let binary = crate::tools::release_binary();
     let nm = std::process::Command::new("nm")
         .args(["--defined-only", "--format=just-symbols"])
-        .arg(env!("CARGO_BIN_EXE_fdsync"))
+        .arg(&binary)
         .output()
         .expect("nm (binutils) reads the binary's symbols");
     assert!(nm.status.success(), "{}", String::from_utf8_lossy(&nm.stderr));
@@ -204,7 +206,7 @@ fn the_linker_layout_is_for_the_pinned_duckdb_and_this_build() {
     // The patterns took effect: the section the script adds holds code.
     let sections = std::process::Command::new("objdump")
         .arg("-h")
-        .arg(env!("CARGO_BIN_EXE_fdsync"))
+        .arg(&binary)
         .output()
         .expect("objdump (binutils) lists the binary's sections");
     let sections = String::from_utf8_lossy(&sections.stdout);
@@ -242,8 +244,8 @@ fn the_product_binary_has_no_bench_command() {
 }
 
 /// The oldest glibc the release binary starts on (docs/operations.md,
-/// "Where it runs"): Rust's own floor. The binary links glibc statically
-/// (.cargo/config.toml), so in fact it needs none at all.
+/// "Where it runs"): Rust's own floor. The shipped build links glibc
+/// statically (.cargo/release.toml), so in fact it needs none at all.
 const GLIBC_FLOOR: (u32, u32) = (2, 17);
 
 /// No symbol of the release binary needs a glibc newer than the floor, and it
@@ -251,9 +253,12 @@ const GLIBC_FLOOR: (u32, u32) = (2, 17);
 #[test]
 #[cfg(target_os = "linux")]
 fn the_release_binary_needs_no_glibc_newer_than_the_floor() {
+    crate::tools::needs!(ReleaseBinary);
+    let binary = crate::tools::release_binary();
     let objdump = |flag: &str| {
         let out = std::process::Command::new("objdump")
-            .args([flag, env!("CARGO_BIN_EXE_fdsync")])
+            .arg(flag)
+            .arg(&binary)
             .output()
             .expect("objdump (binutils) runs");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -285,7 +290,7 @@ fn the_release_binary_needs_no_glibc_newer_than_the_floor() {
     assert!(
         needed.is_empty(),
         "the release binary loads shared libraries, so it needs the build host's glibc: {needed:?}\n\
-         .cargo/config.toml links it statically; a RUSTFLAGS in the environment replaces those flags"
+         .cargo/release.toml links it statically; a RUSTFLAGS in the environment replaces those flags"
     );
     // Packed relocations in a dynamic binary would add GLIBC_ABI_DT_RELR here.
     assert!(

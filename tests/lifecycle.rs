@@ -353,18 +353,18 @@ async fn the_daemon_writes_one_json_summary_line_per_run() {
 fn the_schema_doc_is_current() {
     crate::util::assert_doc_current(
         "docs/schema.md",
-        &fdsync_core::schema::markdown(),
+        &fdsync_commands::schema::markdown(),
         "lifecycle::the_schema_doc_is_current",
     );
     for table in fdsync_core::feeds::catalogue() {
         assert!(
-            !fdsync_core::schema::table_doc(table).starts_with("The `"),
+            !fdsync_commands::schema::table_doc(table).starts_with("The `"),
             "{} has no description",
             table.name
         );
         for column in table.all_columns() {
             assert!(
-                !fdsync_core::schema::column_doc(table, column.name).ends_with("not described yet."),
+                !fdsync_commands::schema::column_doc(table, column.name).ends_with("not described yet."),
                 "{}.{} has no description",
                 table.name,
                 column.name

@@ -7,9 +7,8 @@
 mod rust_names;
 /// The tools beyond Rust some tests need, and the line a test says when one is missing.
 mod tools;
-/// The emulator, warehouse and syncer every test wires up, shared with fdsync-core's own tests.
-#[path = "../crates/core/src/testkit.rs"]
-mod util;
+/// The emulator, warehouse and syncer every test wires up.
+use fdsync_testkit as util;
 
 /// The emulator's accounts: key lifecycle, credits, OAuth metadata, header forms.
 mod accounts;

@@ -589,7 +589,7 @@ async fn a_withheld_page_is_a_shortfall_and_the_next_run_fetches_the_rest() {
     );
     let status = h.syncer.status(&pipelines).await.unwrap();
     let mut text = Vec::new();
-    fdsync_core::status::write_text(&mut text, &status).unwrap();
+    fdsync_commands::status::write_text(&mut text, &status).unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(
         text.contains(&format!("incomplete: {} record(s)", wire.shortfall)),
@@ -726,7 +726,7 @@ async fn a_402_for_one_company_of_five_leaves_the_other_four_synced_and_is_remem
     }
     let status = h.syncer.status(&h.all_pipelines).await.unwrap();
     let mut text = Vec::new();
-    fdsync_core::status::write_text(&mut text, &status).unwrap();
+    fdsync_commands::status::write_text(&mut text, &status).unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(
         text.contains("not served: TW:2330 (402 upgrade_required: the key's plan does not include this route at"),

@@ -1,7 +1,7 @@
 //! The tools beyond Rust that some tests need: the Python packages of
 //! `tests/requirements.txt` in `tests/.venv` (which `sh tests/run` makes),
-//! Java for Spark, Node for Azurite, root for tmpfs mounts and `chattr`, and
-//! rustfmt.
+//! Java for Spark, Node for Azurite, root for tmpfs mounts and `chattr`,
+//! rustfmt, and the shipped build of the binary (`cargo dist`).
 //!
 //! A test whose tool is missing says so in one line on the terminal, naming
 //! how to get it, and passes without running; with `FDSYNC_TESTS_NEED_ALL=1`
@@ -28,12 +28,14 @@ pub enum Tool {
     Root,
     /// rustfmt, to check the files `cargo fmt` does not reach.
     Rustfmt,
+    /// The shipped build (`cargo dist`), named by `FDSYNC_RELEASE_BINARY`.
+    ReleaseBinary,
 }
 
 impl Tool {
     /// Why the tool is not usable here and how to get it, or `None` when it is.
     fn missing(self) -> Option<&'static str> {
-        static FOUND: [OnceLock<bool>; 5] = [const { OnceLock::new() }; 5];
+        static FOUND: [OnceLock<bool>; 6] = [const { OnceLock::new() }; 6];
         let found = *FOUND[self as usize].get_or_init(|| self.found());
         (!found).then_some(match self {
             Tool::Python => {
@@ -49,6 +51,9 @@ impl Tool {
                 "root is needed to mount a small tmpfs, set chattr +i or chroot: run the tests as root, or in a container (`sudo -E sh tests/run`)"
             }
             Tool::Rustfmt => "rustfmt is not on PATH: `rustup component add rustfmt`",
+            Tool::ReleaseBinary => {
+                "FDSYNC_RELEASE_BINARY names no file: `cargo dist`, then FDSYNC_RELEASE_BINARY=$CARGO_TARGET_DIR/<host>/release/fdsync (as .ci/run does)"
+            }
         })
     }
 
@@ -74,8 +79,17 @@ impl Tool {
                 .arg("--version")
                 .output()
                 .is_ok_and(|o| o.status.success()),
+            Tool::ReleaseBinary => release_binary().is_file(),
         }
     }
+}
+
+/// The shipped build of `fdsync` (`.cargo/release.toml`), which `.ci/run`
+/// builds with `cargo dist` and names in `FDSYNC_RELEASE_BINARY`.
+pub fn release_binary() -> PathBuf {
+    std::env::var_os("FDSYNC_RELEASE_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_default()
 }
 
 /// The major version `program args` prints (on stdout or stderr) right after `marker`.

@@ -120,7 +120,7 @@ async fn a_field_the_service_starts_sending_is_named_by_status(other: &Harness) 
     );
     let status = other.syncer.status(&other.all_pipelines).await.unwrap();
     let mut text = Vec::new();
-    fdsync_core::status::write_text(&mut text, &status).unwrap();
+    fdsync_commands::status::write_text(&mut text, &status).unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(text.contains("new fields:"), "{text}");
     assert!(

@@ -1,6 +1,6 @@
 //! `fdsync-bench`: the benchmarks of BENCHMARKS.md, each against a baseline
 //! measured in the same invocation, run from a release build:
-//! `cargo run -p fdsync-bench --release -- backfill`.
+//! `cargo dist && cargo dist-bench backfill`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -144,7 +144,7 @@ enum BenchCommand {
     },
     /// A backfill and a run that finds nothing new, each a whole `fdsync sync
     /// --once` process as an operator runs it: fdsync at its default and at
-    /// each of `--limits`, and an earlier fdsync binary when given, beside
+    /// each of `--limits`, and other fdsync binaries when given, beside
     /// a bare process that fetches the same pages, parses them and appends
     /// them with DuckDB's plain Appender. Wall time, peak memory (VmHWM) and
     /// the warehouse file's size of each.
@@ -159,10 +159,11 @@ enum BenchCommand {
         /// histories, and the news backfill that holds that many items), comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "200:100000,2000:1000000")]
         sizes: Vec<bench::BackfillSize>,
-        /// An earlier fdsync binary to run beside this one, at its own default
-        /// and at each of `--limits`.
+        /// Another fdsync binary to run beside this one (an earlier commit,
+        /// another build of this one), at its own default and at each of
+        /// `--limits`; repeat it for more. A side is named by its file's name.
         #[arg(long)]
-        earlier: Option<PathBuf>,
+        earlier: Vec<PathBuf>,
         /// The `memory_limit_mb` settings each binary runs at besides its
         /// default, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "32",
@@ -261,7 +262,7 @@ async fn run(config_path: &std::path::Path, command: BenchCommand) -> Result<()>
             limits,
             rounds,
         } => {
-            bench::backfill(&config()?, &sizes, earlier.as_deref(), &limits, rounds, &mut out).await?;
+            bench::backfill(&config()?, &sizes, &earlier, &limits, rounds, &mut out).await?;
         }
         BenchCommand::SymbolOrder { out: target, rust_out } => {
             bench::symbol_order(&config()?, &target, &rust_out, &mut out)?;

@@ -29,10 +29,9 @@ enum ColumnBuilder {
 
 impl ColumnBuilder {
     /// An empty builder that allocates on its first value. Arrow's `new`
-    /// reserves 1,024 values a column: a run that polled two thousand
-    /// companies and found a few rows each held 7 MiB of that reserve in
-    /// the responses waiting for their commit, which the bound on rows in
-    /// flight, counting values, did not see.
+    /// reserves 1,024 values a column, which many small responses waiting for
+    /// their commit would hold unseen by the bound on rows in flight (it
+    /// counts values, not reserve).
     fn new(ty: ColType) -> ColumnBuilder {
         match ty {
             ColType::Text | ColType::Json => ColumnBuilder::Text(StringBuilder::with_capacity(0, 0)),

@@ -89,7 +89,10 @@ impl Daemon {
                     {
                         return Ok(());
                     }
-                    crate::metrics::stream_planned(&pipeline.name, 86_400.0 / crate::plan::STREAM_CONNECTION_SECS);
+                    crate::metrics::stream_planned(
+                        &pipeline.name,
+                        86_400.0 / crate::planner::cost::STREAM_CONNECTION_SECS,
+                    );
                     tracing::info!(message = "Live stream started.", pipeline = %pipeline.name);
                     match syncer.run_stream(&pipeline, &shutdown, false).await {
                         Ok(_) => Ok(()),
@@ -195,7 +198,7 @@ impl Daemon {
 
     /// When each pipeline last started, from the run log.
     async fn last_started(&self) -> Result<HashMap<String, DateTime<Utc>>, SyncError> {
-        Ok(self.syncer.sink.call(|s| s.last_started()).await??)
+        Ok(self.syncer.sink.call(|s| s.bookkeeping()?.last_started()).await??)
     }
 }
 

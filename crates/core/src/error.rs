@@ -56,6 +56,21 @@ impl From<crate::lake::LakeError> for SyncError {
 }
 
 impl SyncError {
+    /// Whether a pipeline stopped by this left work its next run picks up at
+    /// once: a wall, a budget, a share or a stop, and what only the operator
+    /// can fix (the credential, the address), which the next run is for.
+    pub fn resumes(&self) -> bool {
+        matches!(
+            self,
+            SyncError::QuotaExhausted { .. }
+                | SyncError::Interrupted
+                | SyncError::BudgetSpent { .. }
+                | SyncError::ShareSpent { .. }
+                | SyncError::Unauthenticated(_)
+                | SyncError::Misdirected(_)
+        )
+    }
+
     /// The process exit code for this error (operator contract).
     pub fn exit_code(&self) -> u8 {
         match self {

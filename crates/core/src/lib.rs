@@ -1,13 +1,15 @@
 //! The library fdsync's commands run on: it mirrors a financial disclosure
 //! data API into a warehouse (DuckDB by default) that data teams query with
-//! SQL. The `fdsync` binary parses and dispatches; the emulator and the
-//! benchmarks are crates of their own that use this one.
+//! SQL. The `fdsync` binary parses and dispatches; the report commands
+//! (`fdsync-commands`), the emulator and the benchmarks are crates of their
+//! own above this one.
 //!
 //! # Layout
 //! Data flows one way, one module per stage:
 //! - [`config`]: the operator's TOML and environment overrides; the [`config::ApiKey`] type.
 //! - [`pipeline`]: the pipeline files under `pipelines/`: a feed and what an operator tunes.
-//! - [`planner`]: what a run must fetch, from checkpoints.
+//! - [`planner`]: what a run must fetch and what the schedules cost, from the
+//!   run log and the checkpoints; where each pipeline stands.
 //! - [`upstream`]: the HTTP client: auth, pacing, retries, request log.
 //! - [`feeds`]: one module per upstream route family: its wire shapes, its
 //!   tables and rows with their docs, and the fetch engine that reads it; the
@@ -16,19 +18,15 @@
 //! - [`records`]: what a feed's reader writes a response into, with quarantine for bad records.
 //! - [`drift`]: fields the service sends that no column holds, noticed as records are read.
 //! - [`tables`] and [`batch`]: what a table is, how one is declared with its
-//!   row struct, and the Arrow batches built from rows.
+//!   row struct, and the Arrow batches built from rows; [`describe`]: each
+//!   table's and column's description.
 //! - [`bookkeeping`]: fdsync's own `_sync_*` tables and the run log's
 //!   vocabulary (run times, what resumes, the checkpoints' cursors).
 //! - [`sink`]: DuckDB; rows and checkpoints committed together.
 //! - [`error`]: why a run could not finish, with its exit code.
 //! - [`sync`]: one run of the pipelines, with its run log; one file per fetch engine.
 //! - [`clock`]: real or simulated time, shared with the emulator.
-//! - [`plan`]: `fdsync plan`: the requests a day the schedules need, and `auto` schedules.
 //! - [`daemon`]: `fdsync daemon`: schedules, the live stream, metrics, clean stop.
-//! - [`status`]: `fdsync status`, read from the bookkeeping tables.
-//! - [`check`]: `fdsync check`: whether a configuration can run.
-//! - [`reset`]: `fdsync reset`: a pipeline or one company backfilled again.
-//! - [`schema`]: `fdsync schema`: the tables described (Markdown, `COMMENT ON`, dbt).
 //! - [`metrics`] and [`progress`]: what operators watch.
 //! - [`lake`]: the Delta lake of Parquet files published from the warehouse.
 
@@ -39,31 +37,20 @@
 pub mod batch;
 pub use fdsync_clock as clock;
 pub mod bookkeeping;
-pub mod check;
 pub mod config;
 pub mod daemon;
+pub mod describe;
 pub mod drift;
 pub mod error;
 pub mod feeds;
 pub mod lake;
 pub mod metrics;
 pub mod pipeline;
-pub mod plan;
 pub mod planner;
 pub mod progress;
 pub mod records;
-pub mod reset;
-pub mod schema;
 pub mod sink;
-pub mod status;
 pub mod sync;
 pub mod tables;
 pub mod upstream;
 pub mod wire;
-
-// The tests' kit, shared with the integration tests, names this crate as they do.
-#[cfg(test)]
-extern crate self as fdsync_core;
-#[cfg(test)]
-#[allow(dead_code)]
-pub(crate) mod testkit;

@@ -51,7 +51,7 @@ pub struct Pipeline {
     pub route: String,
     pub schedule_text: String,
     pub schedule: Schedule,
-    /// `schedule = "auto"`: [`crate::plan::derive_schedules`] sets `schedule`.
+    /// `schedule = "auto"`: [`crate::planner::cost::derive_schedules`] sets `schedule`.
     pub auto: bool,
     pub priority: u32,
     pub enabled: bool,

@@ -305,21 +305,8 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
         .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default();
     let family = family(&path);
-    if let (Some((families, company, status)), Some(f)) = (&q.unserved, family)
-        && families.iter().any(|n| n == f)
-        && let Some(id) = path
-            .strip_prefix("/api/v1/companies/")
-            .and_then(|rest| rest.split('/').next())
-        && let Some((_, id)) = url::form_urlencoded::parse(format!("id={id}").as_bytes()).next()
-        && let (Some(asked), Some(unserved)) = (state.world.resolve(&id), state.world.resolve(company))
-        && asked.cik == unserved.cik
-    {
-        return refusal(*status, &format!("{f} is not served for {}", asked.cik)).into_response();
-    }
-    if let Some(f) = family
-        && let Some((_, status)) = q.refused.iter().find(|(n, _)| n == f)
-    {
-        return refusal(*status, &format!("{f} is not served to this key")).into_response();
+    if let Some(refused) = refused(&q, &state, &path, family) {
+        return refused;
     }
     let asked = |query: &[(String, String)], name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let mut rewrite_query = false;
@@ -441,53 +428,81 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
         );
         return Response::from_parts(parts, axum::body::Body::from(quoted));
     }
+    let emptied = withhold || capped;
     gate::rewrite_json(response, |body| {
-        if let Some(after) = &newest_after {
-            newest_first_after(body, after);
-        }
-        if (withhold || capped)
-            && let Some(events) = body.get_mut("events")
-        {
-            *events = json!([]);
-        }
-        if q.no_server_time
-            && family == Some("news")
-            && let Some(object) = body.as_object_mut()
-        {
-            object.remove("serverTime");
-        }
-        if q.no_total
-            && family == Some("wire")
-            && let Some(object) = body.as_object_mut()
-        {
-            object.remove("total");
-        }
-        if let Some((name, outer, inner)) = family.and_then(|f| INNER_LISTS.iter().find(|(n, _, _)| *n == f))
-            && q.renamed_inner.iter().any(|n| n == name)
-            && let Some(records) = body.get_mut(*outer).and_then(Value::as_array_mut)
-        {
-            for record in records.iter_mut().filter_map(Value::as_object_mut) {
-                if let Some(value) = record.remove(*inner) {
-                    record.insert(RENAMED_LIST.to_owned(), value);
-                }
-            }
-        }
-        if let Some((name, list)) = family.and_then(|f| LIST_ROUTES.iter().find(|(n, _)| *n == f))
-            && let Some(object) = body.as_object_mut()
-        {
-            if q.nulled.iter().any(|n| n == name) && object.contains_key(*list) {
-                object.insert((*list).to_owned(), Value::Null);
-            } else if q.renamed.iter().any(|n| n == name)
-                && let Some(value) = object.remove(*list)
-            {
-                object.insert(RENAMED_LIST.to_owned(), value);
-            }
-        }
-        if q.unpadded_ciks || q.offsetless_timestamps || q.frozen_updated_at || q.redated {
-            walk(body, None, &q);
-        }
+        rewrite_body(body, &q, family, newest_after.as_deref(), emptied)
     })
     .await
+}
+
+/// The answer of a route a quirk refuses: one company's (`unserved`) or the
+/// whole family's to this key (`refuse`).
+fn refused(q: &Quirks, state: &AppState, path: &str, family: Option<&str>) -> Option<Response> {
+    if let (Some((families, company, status)), Some(f)) = (&q.unserved, family)
+        && families.iter().any(|n| n == f)
+        && let Some(id) = path
+            .strip_prefix("/api/v1/companies/")
+            .and_then(|rest| rest.split('/').next())
+        && let Some((_, id)) = url::form_urlencoded::parse(format!("id={id}").as_bytes()).next()
+        && let (Some(asked), Some(unserved)) = (state.world.resolve(&id), state.world.resolve(company))
+        && asked.cik == unserved.cik
+    {
+        return Some(refusal(*status, &format!("{f} is not served for {}", asked.cik)).into_response());
+    }
+    if let Some(f) = family
+        && let Some((_, status)) = q.refused.iter().find(|(n, _)| n == f)
+    {
+        return Some(refusal(*status, &format!("{f} is not served to this key")).into_response());
+    }
+    None
+}
+
+/// The quirks that reshape a JSON body the route served: a careless `after=`
+/// page, a withheld or capped page (`emptied`), fields left out, lists renamed
+/// or `null`, and the values `walk` rewrites.
+fn rewrite_body(body: &mut Value, q: &Quirks, family: Option<&str>, newest_after: Option<&str>, emptied: bool) {
+    if let Some(after) = newest_after {
+        newest_first_after(body, after);
+    }
+    if emptied && let Some(events) = body.get_mut("events") {
+        *events = json!([]);
+    }
+    if q.no_server_time
+        && family == Some("news")
+        && let Some(object) = body.as_object_mut()
+    {
+        object.remove("serverTime");
+    }
+    if q.no_total
+        && family == Some("wire")
+        && let Some(object) = body.as_object_mut()
+    {
+        object.remove("total");
+    }
+    if let Some((name, outer, inner)) = family.and_then(|f| INNER_LISTS.iter().find(|(n, _, _)| *n == f))
+        && q.renamed_inner.iter().any(|n| n == name)
+        && let Some(records) = body.get_mut(*outer).and_then(Value::as_array_mut)
+    {
+        for record in records.iter_mut().filter_map(Value::as_object_mut) {
+            if let Some(value) = record.remove(*inner) {
+                record.insert(RENAMED_LIST.to_owned(), value);
+            }
+        }
+    }
+    if let Some((name, list)) = family.and_then(|f| LIST_ROUTES.iter().find(|(n, _)| *n == f))
+        && let Some(object) = body.as_object_mut()
+    {
+        if q.nulled.iter().any(|n| n == name) && object.contains_key(*list) {
+            object.insert((*list).to_owned(), Value::Null);
+        } else if q.renamed.iter().any(|n| n == name)
+            && let Some(value) = object.remove(*list)
+        {
+            object.insert(RENAMED_LIST.to_owned(), value);
+        }
+    }
+    if q.unpadded_ciks || q.offsetless_timestamps || q.frozen_updated_at || q.redated {
+        walk(body, None, q);
+    }
 }
 
 /// A head page turned into what a careless `after=` makes of it: only the

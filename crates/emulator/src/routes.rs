@@ -108,10 +108,9 @@ pub(super) async fn prices(
     .into_response())
 }
 
-/// The body of `GET /companies/{id}/prices`, serialized directly. Built as a
-/// `serde_json::Value`, a map for each bar, a whole history took more of the
-/// emulator's time than gzipping it, on the cores the client shares
-///.
+/// The body of `GET /companies/{id}/prices`, serialized directly: a
+/// `serde_json::Value` with a map for each bar costs more than gzipping the
+/// history, on the cores the client shares.
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct PricesBody<'a> {

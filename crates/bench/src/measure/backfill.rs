@@ -226,8 +226,8 @@ fn row_counts<const N: usize>(path: &Path, tables: [&str; N]) -> anyhow::Result<
 }
 
 /// The side by side at each size: the bare Appender, fdsync at its default
-/// and at each `memory_limit_mb` of `limits`, and `earlier` (an older fdsync
-/// binary) at its own default and at the same. Every side reads one emulator
+/// and at each `memory_limit_mb` of `limits`, and each of `earlier` (other
+/// fdsync binaries) at its own default and at the same. Every side reads one emulator
 /// process per size.
 ///
 /// # Errors
@@ -235,14 +235,14 @@ fn row_counts<const N: usize>(path: &Path, tables: [&str; N]) -> anyhow::Result<
 pub async fn backfill(
     config: &fdsync_core::config::Config,
     sizes: &[Size],
-    earlier: Option<&Path>,
+    earlier: &[PathBuf],
     limits: &[u64],
     rounds: u64,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let this = std::env::current_exe()?;
     let mut binaries = vec![("fdsync".to_owned(), super::fdsync_binary().to_owned())];
-    if let Some(earlier) = earlier {
+    for earlier in earlier {
         let name = earlier
             .file_name()
             .map_or_else(|| "earlier".into(), |n| n.to_string_lossy().into_owned());

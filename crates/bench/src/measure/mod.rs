@@ -35,7 +35,7 @@ pub fn fdsync_beside_this() -> anyhow::Result<PathBuf> {
         Ok(beside)
     } else {
         Err(failure(format!(
-            "no fdsync binary at {}: build it with `cargo build --release`, or name one with --fdsync",
+            "no fdsync binary at {}: build it with `cargo dist` (the shipped build; `cargo build --release` for an everyday one), or name one with --fdsync",
             beside.display()
         )))
     }

@@ -36,6 +36,9 @@ table! {
         /// Records the service counted (a wire total, listed sections, item codes) that the run did
         /// not store; 0 when it proved itself complete.
         shortfall: Int,
+        /// Whether the run stopped with work its pipeline's next run picks up at once (a quota
+        /// wall, a budget, a stop, a credential to replace), not after its schedule or a backoff.
+        resumes: Bool,
     }
     key: &["run_id", "pipeline"],
     load: LoadRule::Upsert,

@@ -18,8 +18,7 @@ pub struct CommitPolicy {
     /// entries in memory until it commits.
     pub page_group: usize,
     /// Companies per commit of the per-company pipelines: thirty whole price
-    /// histories fill a row group, written straight into the file
-    ///.
+    /// histories fill a row group, written straight into the file.
     pub company_group: usize,
     /// Groups the fetch side may run ahead of the writer, so fetching goes on
     /// while DuckDB compresses a full row group.
@@ -48,8 +47,7 @@ impl CommitPolicy {
     /// The policy for a writer limited to `memory_limit_mb`. At every limit
     /// commits are large enough that their fixed costs do not show and the
     /// fetch side runs a few groups ahead; what it fetched and
-    /// has not committed is bounded in bytes, which is what grows a peak
-    ///.
+    /// has not committed is bounded in bytes, which is what grows a peak.
     pub fn for_memory_limit_mb(memory_limit_mb: u64) -> CommitPolicy {
         let scaled = |per: u64, low: usize, high: usize| {
             usize::try_from(memory_limit_mb / per)

@@ -206,8 +206,8 @@ impl Syncer {
     /// How many of a tape's packed pages may wait for the commit side:
     /// [`PACKED_ROOM_SHARE`] times the count of other responses, so that they
     /// fill the room. Other responses keep the smaller count: their rows hold
-    /// more than the room counts (builders' spare capacity), and a no-change
-    /// run of small price responses peaked 6 MiB higher with the larger one.
+    /// more than the room counts (builders' spare capacity), so the larger
+    /// count would raise a no-change run's peak.
     pub(super) fn packed_pages_ahead(&self, group: usize) -> usize {
         group * self.policy().groups_ahead * PACKED_ROOM_SHARE
     }
@@ -306,10 +306,9 @@ impl Syncer {
                 // A group of small bulk responses waits briefly for those on
                 // their way: its rows are not visible before its held
                 // transaction lands anyway, and each load has a fixed cost of
-                // a few statements. Committing whatever had arrived, a news
-                // backfill ran 505 loads of three pages, which kept the writer
-                // busy and took from the fetching the core it shares
-                //. Two price histories are enough: the
+                // a few statements, so loads of a few pages each would keep
+                // the writer busy and take the core it shares from the
+                // fetching. Two price histories are enough: the
                 // writer is what they wait for, and it must not idle. The
                 // group on the writer gives its room back as it lands, which
                 // the fetch side may be waiting for.
@@ -352,8 +351,8 @@ impl Syncer {
 /// How many times its packed bytes a packed tape page takes of the room.
 /// Packed, a news page is about a tenth of its rows' bytes, and its rows,
 /// once mapped on the commit side, are not counted: at four, packed pages
-/// fill at most a quarter of the room. Eight saved less of the wall, and
-/// one peaked 30 MiB higher.
+/// fill at most a quarter of the room: more would raise the peak for little
+/// of the wall.
 const PACKED_ROOM_SHARE: usize = 4;
 
 /// A group's responses as rows: its packed pages mapped in order, on a

@@ -33,6 +33,7 @@ impl Syncer {
             rows_written: Some(o.rows_written as i64),
             error: o.error.as_deref(),
             shortfall: Some(o.shortfall as i64),
+            resumes: Some(o.resumes),
         });
         let mut batches = vec![TableBatch::build(b)?];
         batches.extend(self.bookkeeping(run_id)?);
@@ -121,7 +122,7 @@ impl Syncer {
         if due <= left || pipelines.len() < 2 {
             return None;
         }
-        let times: HashMap<String, RunTimes> = match self.sink.call(|s| s.run_times()).await {
+        let times: HashMap<String, RunTimes> = match self.sink.call(|s| s.bookkeeping()?.run_times()).await {
             Ok(Ok(times)) => times,
             _ => HashMap::new(),
         };

@@ -4,38 +4,40 @@
 //! A failing pipeline is recorded and the next one runs; a refused key or an
 //! exhausted quota stops the run, since every further request would fail too.
 
-mod commit;
-mod index;
+// One file per fetch engine, named after its `Fetch` variant.
+mod company_index;
+mod cursor;
+mod documents_and_sections;
 mod layers;
+mod offset_windows;
+mod parent_texts;
+mod per_company;
+mod per_country;
+mod single;
+mod universe;
+// What the engines share: committing, the run's own records, its report,
+// the live stream, refusals remembered, packed cursors.
+mod commit;
 mod ledger;
 mod packed;
-mod parts;
-mod per_country;
 mod report;
 mod stream;
-mod tape;
-mod texts;
-mod universe;
 mod unserved;
-mod windows;
-
-use chrono::NaiveDate;
-use futures::{FutureExt, StreamExt};
 
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::feeds::{Fetch, PerCompany, ReadSingle};
+use crate::feeds::Fetch;
 use crate::pipeline::Pipeline;
 use crate::planner;
 use crate::records::Rows;
-use crate::sink::{Checkpoint, SinkError, SinkHandle};
-use crate::upstream::{Access, Client, UpstreamError, encode};
+use crate::sink::{SinkError, SinkHandle};
+use crate::upstream::{Client, UpstreamError};
 
 use self::commit::{FetchedTx, goes_on, send_fetched, unless_cancelled};
+pub use self::offset_windows::PENDING_LOOKBACK_DAYS;
 pub use self::report::{PipelineOutcome, PipelineSummary, QuotaLeft, RunStatus, RunSummary, Shortfall, SyncReport};
 pub use self::stream::StreamReport;
 use self::unserved::{NotServed, found_for};
-pub use self::windows::PENDING_LOOKBACK_DAYS;
 pub use crate::bookkeeping::{
     BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, NO_MANDATE, NOT_SERVED, RESUMES, STREAM_PARTITION, TapeBackfill,
 };
@@ -98,6 +100,13 @@ impl Progress {
 }
 
 const UNIVERSE_PIPELINE: &str = "companies";
+
+/// A pipeline's turn in a run: what each step of an engine is handed.
+#[derive(Clone, Copy)]
+struct Turn<'a> {
+    pipeline: &'a Pipeline,
+    run_id: &'a str,
+}
 
 impl Syncer {
     /// A syncer for the service at `base_url` with `key`, writing to
@@ -230,7 +239,7 @@ impl Syncer {
 
     /// `pipelines` (all that are enabled, so that shares are whole) with
     /// their `auto` schedules derived from the quota and what the run log
-    /// measured ([`crate::plan::derive_schedules`]); `timer_minutes` for
+    /// measured ([`crate::planner::cost::derive_schedules`]); `timer_minutes` for
     /// `sync --once` under a timer.
     ///
     /// # Errors
@@ -245,20 +254,23 @@ impl Syncer {
         }
         let config = self.config.clone();
         self.read_bookkeeping(pipelines, move |_, reader, pipelines, now| {
-            crate::plan::derive_schedules(&config, pipelines, Some(reader), timer_minutes, now)
+            crate::planner::cost::derive_schedules(&config, pipelines, Some(reader), timer_minutes, now)
         })
         .await
     }
 
     /// Whether the daemon connects the live stream of `pipelines`, and why
-    /// ([`crate::plan::stream_of`]).
+    /// ([`crate::planner::cost::stream_of`]).
     ///
     /// # Errors
     /// When the bookkeeping tables cannot be read.
-    pub async fn stream_plan(&self, pipelines: &[Pipeline]) -> Result<Option<crate::plan::StreamForecast>, SyncError> {
+    pub async fn stream_plan(
+        &self,
+        pipelines: &[Pipeline],
+    ) -> Result<Option<crate::planner::cost::StreamForecast>, SyncError> {
         let config = self.config.clone();
         self.read_bookkeeping(pipelines, move |_, reader, pipelines, now| {
-            crate::plan::stream_of(&config, pipelines, Some(reader), None, now)
+            crate::planner::cost::stream_of(&config, pipelines, Some(reader), None, now)
         })
         .await
     }
@@ -270,7 +282,7 @@ impl Syncer {
     /// When the bookkeeping tables cannot be read.
     pub async fn due(&self, pipelines: &[Pipeline]) -> Result<Vec<planner::Due>, SyncError> {
         self.read_bookkeeping(pipelines, |_, reader, pipelines, now| {
-            crate::status::due(reader, pipelines, now)
+            planner::standing::due(reader, pipelines, now)
         })
         .await
     }
@@ -280,9 +292,9 @@ impl Syncer {
     ///
     /// # Errors
     /// When the bookkeeping tables cannot be read.
-    pub async fn status(&self, pipelines: &[Pipeline]) -> Result<crate::status::Status, SyncError> {
+    pub async fn status(&self, pipelines: &[Pipeline]) -> Result<planner::standing::Status, SyncError> {
         self.read_bookkeeping(pipelines, |path, reader, pipelines, now| {
-            crate::status::of(path, None, Some(reader), pipelines, now)
+            planner::standing::of(path, None, Some(reader), pipelines, now)
         })
         .await
     }
@@ -302,10 +314,7 @@ impl Syncer {
         let (pipelines, now) = (pipelines.to_vec(), self.clock.now());
         self.sink
             .call(move |s| {
-                let conn = s
-                    .reading_connection()
-                    .map_err(|e| SyncError::Other(format!("reading the run log: {e}")))?;
-                let reader = crate::sink::duckdb::reader::BookkeepingReader::on(conn);
+                let reader = s.bookkeeping()?;
                 read(s.path(), &reader, &pipelines, now)
             })
             .await?
@@ -355,76 +364,12 @@ impl Syncer {
             self.quarantine_bodies(run_id, unreadable, &mut progress).await?;
         }
         let shortfall: u64 = progress.shortfalls.iter().map(Shortfall::missing).sum();
-        let (status, progress, error, stop) = match (failure, first_unreadable) {
-            (None, Some(first)) => {
-                let e = SyncError::UnreadableParts {
-                    count: unreadable_count,
-                    first,
-                };
-                let mut notes = vec![e.to_string()];
-                notes.extend(progress.problems.iter().cloned());
-                notes.extend(progress.shortfalls.iter().map(ToString::to_string));
-                (RunStatus::Partial, progress, Some(notes.join("; ")), Some((false, e)))
-            }
-            (None, None)
-                if progress.problems.is_empty()
-                    && progress.quarantined == 0
-                    && progress.shortfalls.is_empty()
-                    && !progress.backfill_paused =>
-            {
-                (RunStatus::Ok, progress, None, None)
-            }
-            // Partial, so that `sync --once` runs it again next time.
-            (None, None)
-                if progress.problems.is_empty() && progress.quarantined == 0 && progress.shortfalls.is_empty() =>
-            {
-                let why = format!(
-                    "backfill paused: the quota left is kept for the fresh polls of the pipelines still to run; {RESUMES}"
-                );
-                (RunStatus::Partial, progress, Some(why), None)
-            }
-            (None, None) => {
-                let mut problems = progress.problems.clone();
-                problems.extend(progress.shortfalls.iter().map(ToString::to_string));
-                if progress.quarantined > 0 {
-                    problems.push(format!(
-                        "{} record(s) quarantined (from {})",
-                        progress.quarantined,
-                        quarantined_routes(&progress.quarantined_from)
-                    ));
-                }
-                (RunStatus::Partial, progress, Some(problems.join("; ")), None)
-            }
-            (Some(e), _) => {
-                let status = match &e {
-                    SyncError::QuotaExhausted { .. } => RunStatus::QuotaExhausted,
-                    SyncError::BudgetSpent { .. } | SyncError::ShareSpent { .. } => RunStatus::Partial,
-                    SyncError::Interrupted => RunStatus::Interrupted,
-                    _ => RunStatus::Failed,
-                };
-                let stop = matches!(
-                    e,
-                    SyncError::QuotaExhausted { .. }
-                        | SyncError::Unauthenticated(_)
-                        | SyncError::Misdirected(_)
-                        | SyncError::Interrupted
-                        | SyncError::BudgetSpent { .. }
-                );
-                let mut message = e.to_string();
-                // What only the operator can fix (the credential, the address)
-                // is retried at the next run, not after a failure's backoff:
-                // that run is the one the fix was made for.
-                if matches!(e, SyncError::Unauthenticated(_) | SyncError::Misdirected(_)) {
-                    message.push_str("; ");
-                    message.push_str(RESUMES);
-                }
-                for more in progress.shortfalls.iter().map(ToString::to_string) {
-                    message.push_str("; ");
-                    message.push_str(&more);
-                }
-                (status, progress, Some(message), Some((stop, e)))
-            }
-        };
+        let Ending {
+            status,
+            error,
+            stop,
+            resumes,
+        } = ending(failure, first_unreadable, unreadable_count, &progress);
         let outcome = PipelineOutcome {
             pipeline: pipeline.name.clone(),
             status,
@@ -433,24 +378,9 @@ impl Syncer {
             quarantined: progress.quarantined,
             shortfall,
             unreadable: unreadable_count as u64,
-            not_served: progress
-                .not_served
-                .iter()
-                .map(|n| format!("{} (asked again in a day)", n.refusal))
-                .chain(progress.not_served_resting.iter().map(|r| {
-                    let route = if r.said.route.is_empty() {
-                        "the route"
-                    } else {
-                        &r.said.route
-                    };
-                    format!(
-                        "{}: not asked, {route} refused it within a day ({})",
-                        r.company,
-                        refusal_text(r.said.status, r.said.code.as_deref(), &r.said.message)
-                    )
-                }))
-                .collect(),
+            not_served: not_served_lines(&progress),
             error,
+            resumes,
         };
         crate::metrics::pipeline_run(&pipeline.name, &outcome.status.to_string(), self.clock.now());
         crate::metrics::shortfall(&pipeline.name, shortfall, unreadable_count as u64);
@@ -497,35 +427,6 @@ impl Syncer {
             Ok(()) => Ok(progress),
             Err(e) => Err((progress, e)),
         }
-    }
-
-    /// One request, its rows committed with the cursor the feed read from it.
-    async fn run_single(
-        &self,
-        pipeline: &Pipeline,
-        read: ReadSingle,
-        run_id: &str,
-        progress: &mut Progress,
-    ) -> Result<(), SyncError> {
-        let route = pipeline.route.clone();
-        let access = if pipeline.auth() { Access::Key } else { Access::Public };
-        let fetched = self
-            .client
-            .get(&route, access, |body| {
-                let mut rows = Rows::new(run_id, &route, self.clock.now());
-                let cursor = read(&mut rows, body)?;
-                Ok((rows, cursor))
-            })
-            .await
-            .map_err(upstream_error)?;
-        let (rows, cursor) = fetched.value;
-        let checkpoint = Checkpoint {
-            pipeline: pipeline.name.clone(),
-            partition: String::new(),
-            cursor,
-        };
-        self.commit(run_id, rows, Some(checkpoint), progress).await?;
-        Ok(())
     }
 
     /// Commits bodies that could not be read to `_sync_quarantine`, with
@@ -620,103 +521,128 @@ impl Syncer {
             }
         }
     }
+}
 
-    /// One request per company, its rows committed with the company's checkpoint.
-    async fn run_per_company(
-        &self,
-        pipeline: &Pipeline,
-        feed: &PerCompany,
-        run_id: &str,
-        members: Vec<Member>,
-        checkpoints: std::collections::HashMap<String, crate::sink::StoredCheckpoint>,
-        progress: &mut Progress,
-    ) -> Result<(), SyncError> {
-        let today = self.clock.now().date_naive();
-        let read = feed.read;
-        let recheck = chrono::Duration::days(i64::from(pipeline.params.recheck_days.unwrap_or(30)));
-        // A company the service said has none of this data is not asked again until the recheck is
-        // due.
-        let members: Vec<Member> = members
-            .into_iter()
-            .filter(|m| {
-                let since = checkpoints
-                    .get(&m.key)
-                    .and_then(|c| c.cursor.strip_prefix(NO_MANDATE))
-                    .and_then(|d| d.parse::<NaiveDate>().ok());
-                since.is_none_or(|d| today - d >= recheck)
-            })
-            .collect();
-        // Requests run `concurrency` at a time, sharing one rate budget; their
-        // results are committed one by one in member order.
-        let requests: Vec<(String, String, Option<NaiveDate>)> = members
-            .iter()
-            .map(|member| {
-                let path = pipeline.route.replace("{company}", &encode(&member.key));
-                let (route, partial) = match feed.query {
-                    Some(query) => {
-                        let last = checkpoints
-                            .get(&member.key)
-                            .and_then(|c| c.cursor.parse::<NaiveDate>().ok());
-                        (format!("{path}?{}", query(last, today, &pipeline.params)), last)
-                    }
-                    None => (path, None),
-                };
-                (member.key.clone(), route, partial)
-            })
-            .collect();
-        // Each request's future is made when its turn comes: made up front, two
-        // thousand companies' futures held 10 MiB until the last was committed
-        //. Boxed, the run future is proven
-        // Send over the lazy adapter (rust-lang/rust#102211).
-        let fetch = move |(key, route, partial): (String, String, Option<NaiveDate>)| {
-            async move {
-                let fetched = self
-                    .client
-                    .get(&route, Access::Key, |body| {
-                        let mut rows = Rows::new(run_id, &route, self.clock.now());
-                        let newest = read(&mut rows, body, &key)?;
-                        Ok((rows, newest))
-                    })
-                    .await;
-                (key, partial, fetched)
+/// How a pipeline's turn ended: its status, the words for its run row, the
+/// error that ended it early (with whether the whole run stops there), and
+/// whether the next run picks it up at once whatever its status (stored with
+/// the run as `_sync_runs.resumes`, for the planner to read).
+struct Ending {
+    status: RunStatus,
+    error: Option<String>,
+    stop: Option<(bool, SyncError)>,
+    resumes: bool,
+}
+
+/// The [`Ending`] of a turn that failed with `failure` (or not), with
+/// `unreadable_count` answers quarantined whole, the first said in
+/// `first_unreadable`, and what `progress` noted.
+fn ending(
+    failure: Option<SyncError>,
+    first_unreadable: Option<String>,
+    unreadable_count: usize,
+    progress: &Progress,
+) -> Ending {
+    let mut resumes = false;
+    let (status, error, stop) = match (failure, first_unreadable) {
+        (None, Some(first)) => {
+            let e = SyncError::UnreadableParts {
+                count: unreadable_count,
+                first,
+            };
+            let mut notes = vec![e.to_string()];
+            notes.extend(progress.problems.iter().cloned());
+            notes.extend(progress.shortfalls.iter().map(ToString::to_string));
+            (RunStatus::Partial, Some(notes.join("; ")), Some((false, e)))
+        }
+        (None, None)
+            if progress.problems.is_empty()
+                && progress.quarantined == 0
+                && progress.shortfalls.is_empty()
+                && !progress.backfill_paused =>
+        {
+            (RunStatus::Ok, None, None)
+        }
+        // Partial, so that `sync --once` runs it again next time.
+        (None, None) if progress.problems.is_empty() && progress.quarantined == 0 && progress.shortfalls.is_empty() => {
+            let why = format!(
+                "backfill paused: the quota left is kept for the fresh polls of the pipelines still to run; {RESUMES}"
+            );
+            resumes = true;
+            (RunStatus::Partial, Some(why), None)
+        }
+        (None, None) => {
+            let mut problems = progress.problems.clone();
+            problems.extend(progress.shortfalls.iter().map(ToString::to_string));
+            if progress.quarantined > 0 {
+                problems.push(format!(
+                    "{} record(s) quarantined (from {})",
+                    progress.quarantined,
+                    quarantined_routes(&progress.quarantined_from)
+                ));
             }
-            .boxed()
-        };
-        let concurrency = self.config.upstream.concurrency;
-        let absent_on_404 = feed.absent_on_404;
-        self.commit_as_fetched(run_id, progress, self.policy().company_group, |done| async move {
-            let mut noted = Progress::default();
-            let mut results = futures::stream::iter(requests).map(fetch).buffered(concurrency);
-            while let Some((key, partial, fetched)) = results.next().await {
-                let ready = if absent_on_404 && let Err(UpstreamError::NotFound { .. }) = &fetched {
-                    let checkpoint = Checkpoint {
-                        pipeline: pipeline.name.clone(),
-                        partition: key,
-                        cursor: format!("{NO_MANDATE}{today}"),
-                    };
-                    Ok((Rows::new(run_id, &pipeline.route, self.clock.now()), vec![checkpoint]))
-                } else {
-                    match found_for(fetched, &mut noted, &key) {
-                        Ok(Some((rows, newest))) => {
-                            let checkpoint = Checkpoint {
-                                pipeline: pipeline.name.clone(),
-                                partition: key,
-                                cursor: newest.max(partial).map(|d| d.to_string()).unwrap_or_default(),
-                            };
-                            Ok((rows, vec![checkpoint]))
-                        }
-                        Ok(None) => continue,
-                        Err(e) => Err(e),
-                    }
-                };
-                if !send_fetched(&done, ready).await {
-                    break;
-                }
+            (RunStatus::Partial, Some(problems.join("; ")), None)
+        }
+        (Some(e), _) => {
+            let status = match &e {
+                SyncError::QuotaExhausted { .. } => RunStatus::QuotaExhausted,
+                SyncError::BudgetSpent { .. } | SyncError::ShareSpent { .. } => RunStatus::Partial,
+                SyncError::Interrupted => RunStatus::Interrupted,
+                _ => RunStatus::Failed,
+            };
+            let stop = matches!(
+                e,
+                SyncError::QuotaExhausted { .. }
+                    | SyncError::Unauthenticated(_)
+                    | SyncError::Misdirected(_)
+                    | SyncError::Interrupted
+                    | SyncError::BudgetSpent { .. }
+            );
+            let mut message = e.to_string();
+            // A wall, a budget, a share or a stop leaves work for the next
+            // run. What only the operator can fix (the credential, the
+            // address) is retried at the next run, not after a failure's
+            // backoff: that run is the one the fix was made for.
+            resumes = e.resumes();
+            if matches!(e, SyncError::Unauthenticated(_) | SyncError::Misdirected(_)) {
+                message.push_str("; ");
+                message.push_str(RESUMES);
             }
-            noted
-        })
-        .await
+            for more in progress.shortfalls.iter().map(ToString::to_string) {
+                message.push_str("; ");
+                message.push_str(&more);
+            }
+            (status, Some(message), Some((stop, e)))
+        }
+    };
+    Ending {
+        status,
+        error,
+        stop,
+        resumes,
     }
+}
+
+/// The companies a turn's route refused, this run's and those resting from
+/// a refusal within a day, in words for the run's outcome.
+fn not_served_lines(progress: &Progress) -> Vec<String> {
+    progress
+        .not_served
+        .iter()
+        .map(|n| format!("{} (asked again in a day)", n.refusal))
+        .chain(progress.not_served_resting.iter().map(|r| {
+            let route = if r.said.route.is_empty() {
+                "the route"
+            } else {
+                &r.said.route
+            };
+            format!(
+                "{}: not asked, {route} refused it within a day ({})",
+                r.company,
+                refusal_text(r.said.status, r.said.code.as_deref(), &r.said.message)
+            )
+        }))
+        .collect()
 }
 
 /// A part's refusal (a 404, a 402, a body past the size cap: any answer

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use futures::{FutureExt, StreamExt};
 
-use super::{FetchedTx, Progress, SyncError, Syncer, found, goes_on, send_fetched, upstream_error};
+use super::{FetchedTx, Progress, SyncError, Syncer, Turn, found, goes_on, send_fetched, upstream_error};
 use crate::feeds::{Listed, PerCountry};
 use crate::pipeline::Pipeline;
 use crate::planner;
@@ -24,26 +24,12 @@ impl Syncer {
         run_id: &str,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
-        let series_route = pipeline
-            .params
-            .series_route
-            .clone()
-            .expect("validated when the pipeline was loaded");
         let checkpoints = self.checkpoints_of(pipeline).await?;
-        let (series_route, checkpoints) = (&series_route, &checkpoints);
+        let checkpoints = &checkpoints;
         self.commit_as_fetched(run_id, progress, self.policy().group, |done| async move {
             let mut noted = Progress::default();
             for country in &self.config.universe.countries {
-                let step = self.country(
-                    pipeline,
-                    feed,
-                    run_id,
-                    country,
-                    series_route,
-                    checkpoints,
-                    &mut noted,
-                    &done,
-                );
+                let step = self.country(Turn { pipeline, run_id }, feed, country, checkpoints, &mut noted, &done);
                 if !goes_on(&done, step.await).await {
                     break;
                 }
@@ -56,18 +42,20 @@ impl Syncer {
     /// One country's list, then each entity's history, handed to the commit
     /// side as it arrives (what arrives while a commit runs commits
     /// together); false when the fetching must stop.
-    #[allow(clippy::too_many_arguments)]
     async fn country(
         &self,
-        pipeline: &Pipeline,
+        Turn { pipeline, run_id }: Turn<'_>,
         feed: &PerCountry,
-        run_id: &str,
         country: &str,
-        series_route: &str,
         checkpoints: &HashMap<String, StoredCheckpoint>,
         progress: &mut Progress,
         done: &FetchedTx,
     ) -> Result<bool, SyncError> {
+        let series_route = pipeline
+            .params
+            .series_route
+            .as_deref()
+            .expect("validated when the pipeline was loaded");
         let route = pipeline.route.replace("{country}", &encode(country));
         let (list, read) = (feed.list, feed.read);
         let listed = self

@@ -46,6 +46,9 @@ pub struct PipelineOutcome {
     /// remembered from a day before: reported, not a reason to end `partial`.
     pub not_served: Vec<String>,
     pub error: Option<String>,
+    /// Whether it stopped with work the next run picks up at once
+    /// (`_sync_runs.resumes`).
+    pub resumes: bool,
 }
 
 /// Where a service's own count (the wire's `total`, a filing's listed
@@ -208,7 +211,7 @@ pub struct PipelineSummary {
     /// its schedule.
     pub work_left: Option<crate::planner::Due>,
     pub next_run_at: Option<DateTime<Utc>>,
-    pub backfill: Option<crate::status::BackfillStatus>,
+    pub backfill: Option<crate::planner::standing::BackfillStatus>,
 }
 
 impl RunSummary {
@@ -218,7 +221,7 @@ impl RunSummary {
     pub fn new(
         report: &SyncReport,
         result: &Result<(), SyncError>,
-        status: crate::status::Status,
+        status: crate::planner::standing::Status,
         quota: QuotaLeft,
         (started_at, finished_at): (DateTime<Utc>, DateTime<Utc>),
         skipped: &[String],

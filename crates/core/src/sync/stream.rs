@@ -49,6 +49,16 @@ pub struct StreamReport {
     pub lags: Option<Vec<f64>>,
 }
 
+/// What every step of a stream session is handed: the pipeline and its
+/// tape, the run, and the token that stops it.
+#[derive(Clone, Copy)]
+struct Listener<'a> {
+    pipeline: &'a Pipeline,
+    tape: &'a Tape,
+    run_id: &'a str,
+    shutdown: &'a CancellationToken,
+}
+
 /// How one connection ended.
 enum Ended {
     Shutdown,
@@ -89,11 +99,13 @@ impl Syncer {
         };
         let result = self
             .stream_until(
-                pipeline,
-                tape,
+                Listener {
+                    pipeline,
+                    tape,
+                    run_id: &run_id,
+                    shutdown,
+                },
                 &stream_route,
-                &run_id,
-                shutdown,
                 &mut progress,
                 &mut report,
             )
@@ -112,22 +124,25 @@ impl Syncer {
             unreadable: 0,
             not_served: Vec::new(),
             error: result.as_ref().err().map(ToString::to_string),
+            resumes: false,
         };
         self.record_run(&run_id, &outcome, started_at).await?;
         result.map(|()| report)
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn stream_until(
         &self,
-        pipeline: &Pipeline,
-        tape: &Tape,
+        listener: Listener<'_>,
         stream_route: &str,
-        run_id: &str,
-        shutdown: &CancellationToken,
         progress: &mut Progress,
         report: &mut StreamReport,
     ) -> Result<(), SyncError> {
+        let Listener {
+            pipeline,
+            tape,
+            shutdown,
+            ..
+        } = listener;
         let checkpoints = self.checkpoints_of(pipeline).await?;
         // Its own position; the first time, the poll's, so that the stream
         // continues the tape without a gap; with neither, from now on.
@@ -180,16 +195,7 @@ impl Syncer {
                     let connected = Instant::now();
                     let after_before = cursor.after.clone();
                     let ended = self
-                        .read_frames(
-                            (pipeline, tape),
-                            response,
-                            &route,
-                            run_id,
-                            &mut cursor,
-                            shutdown,
-                            progress,
-                            report,
-                        )
+                        .read_frames(listener, response, &route, &mut cursor, progress, report)
                         .await?;
                     // Only frames that moved the cursor count: a server that
                     // repeats a frame and closes must not be asked again at once.
@@ -256,18 +262,16 @@ impl Syncer {
     /// frames that arrived while a commit ran go into the next commit
     /// together (a group commit), so a burst costs one transaction, not one
     /// per frame, and the lag stays near one commit's time.
-    #[allow(clippy::too_many_arguments)]
     async fn read_frames(
         &self,
-        pipeline: (&Pipeline, &Tape),
+        listener: Listener<'_>,
         response: reqwest::Response,
         route: &str,
-        run_id: &str,
         cursor: &mut TapeCursor,
-        shutdown: &CancellationToken,
         progress: &mut Progress,
         report: &mut StreamReport,
     ) -> Result<Ended, SyncError> {
+        let shutdown = listener.shutdown;
         let max_frame =
             usize::try_from(self.config.upstream.max_frame_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
         let mut events = frames_within(response.bytes_stream(), max_frame).eventsource();
@@ -297,7 +301,7 @@ impl Syncer {
             // Keep reading while the commit runs: what arrives meanwhile is
             // the next commit's, however many frames it is.
             let committed = {
-                let commit = self.commit_frames(pipeline, &frames, route, run_id, cursor, progress, report);
+                let commit = self.commit_frames(listener, &frames, route, cursor, progress, report);
                 tokio::pin!(commit);
                 loop {
                     tokio::select! {
@@ -317,13 +321,13 @@ impl Syncer {
     /// Commits `frames` in one transaction with the cursor after the last.
     /// A frame that does not parse is not committed, nor any after it: the
     /// next connection asks for them again (the error says why).
-    #[allow(clippy::too_many_arguments)]
     async fn commit_frames(
         &self,
-        (pipeline, tape): (&Pipeline, &Tape),
+        Listener {
+            pipeline, tape, run_id, ..
+        }: Listener<'_>,
         frames: &[String],
         route: &str,
-        run_id: &str,
         cursor: &mut TapeCursor,
         progress: &mut Progress,
         report: &mut StreamReport,

@@ -54,8 +54,7 @@ impl Held {
     /// Whether `commit`, a small one ([`SMALL_COMMIT_ROWS`]), would take one
     /// of its tables past [`HELD_ROW_GROUPS`] whole row groups: the
     /// transaction then lands without it, so no landing ends in a few
-    /// hundred rows that a later checkpoint merges and compresses again
-    ///.
+    /// hundred rows that a later checkpoint merges and compresses again.
     pub(super) fn overflows_with(&self, commit: &Commit) -> bool {
         commit.batches.iter().any(|b| {
             let held = self.rows.get(b.table.name).copied().unwrap_or(0);

@@ -114,10 +114,9 @@ impl DuckDbSink {
     }
 
     /// `batch` cut into the slices merged one statement at a time. A merge
-    /// holds a statement's whole input in memory: ten companies' price
-    /// histories (50,000 rows) in one `MERGE INTO` ran out of 48 MiB, the
-    /// same rows in five statements of one transaction did not. A slice is
-    /// at most a sixteenth of the memory limit.
+    /// holds a statement's whole input in memory, so a slice is at most a
+    /// sixteenth of the memory limit: the same rows in several statements of
+    /// one transaction fit where one statement does not.
     pub(super) fn slices(&self, table: &TableDef, batch: RecordBatch) -> Vec<RecordBatch> {
         let rows = batch.num_rows();
         let bytes = batch.get_array_memory_size().max(1);
@@ -229,8 +228,8 @@ impl DuckDbSink {
     }
 
     /// `table`'s staging table made anew by `create`, holding `batch`. It is
-    /// appended by the appender: through [`ARROW_ROWS`], a run that found
-    /// nothing new, which only merges, peaked 3 MiB higher.
+    /// appended by the appender, not through [`ARROW_ROWS`], whose scan
+    /// holds more memory for the merges of a run that finds nothing new.
     pub(super) fn stage(&self, table: &TableDef, create: &str, batch: RecordBatch) -> Result<(), SinkError> {
         self.conn
             .execute_batch(create)

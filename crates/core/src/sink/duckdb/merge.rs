@@ -9,9 +9,9 @@ use crate::tables::{self, ColType, LoadRule, TableDef};
 /// One table's statements for loading its staging table.
 pub(super) struct Merge {
     /// Creates the staging table anew, empty. A fresh table rather than a
-    /// `DELETE`: temp tables are never checkpointed, so deleted rows kept
-    /// their memory and the staging tables grew with every commit (82 MiB
-    /// after a 60,000-item backfill).
+    /// `DELETE`: temp tables are never checkpointed, so deleted rows keep
+    /// their memory and a staging table emptied by `DELETE` grows with
+    /// every commit.
     pub(super) create_stage: String,
     /// Run in order with the commit number and the staged keys' range
     /// ([`key_range`]) as their parameters, or the commit number alone for a
@@ -203,221 +203,287 @@ pub(super) fn staged_key_range(table: &TableDef) -> Option<String> {
 /// merges by key, the probe and plain insert that do the same when every
 /// staged key is new.
 pub(super) fn merge_statements(table: &TableDef) -> (Vec<Statement>, Option<NewKeysOnly>) {
-    let stage = staging(table);
-    let target = ident(table.name);
-    let cols: Vec<String> = table.all_columns().map(|c| ident(c.name)).collect();
-    let col_list = format!("{}, {COMMIT_SEQ}", cols.join(", "));
-    let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
-    let s_cols = format!("{}, {SEQ_PARAM}", s_cols.join(", "));
-    let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
-    let key_eq = |a: &str, b: &str, key: &[String]| -> String {
+    let sql = LoadSql::of(table);
+    let mut statements = Vec::new();
+    let (last, by_key) = match table.load {
+        LoadRule::Append if sql.key.is_empty() => (
+            format!(
+                "INSERT INTO {} ({}) SELECT {} FROM {} s",
+                sql.target, sql.col_list, sql.s_cols, sql.stage
+            ),
+            None,
+        ),
+        LoadRule::Append | LoadRule::InsertOnce => (sql.insert_once(&mut statements), Some(sql.new_keys_only())),
+        LoadRule::History => (sql.history(&mut statements), None),
+        LoadRule::AppendOnChange => (sql.append_on_change(), None),
+        LoadRule::Upsert | LoadRule::Replace => (sql.upsert(&mut statements), Some(sql.new_keys_only())),
+    };
+    statements.push(Statement::counted(last));
+    (statements, by_key)
+}
+
+/// The pieces of one table's load statements, each named once.
+struct LoadSql<'t> {
+    table: &'t TableDef,
+    stage: String,
+    target: String,
+    /// The table's columns and the commit number, as an insert lists them.
+    col_list: String,
+    /// The same, selected from the staged row `s`.
+    s_cols: String,
+    key: Vec<String>,
+    /// The stored rows a staged key can match: those in the staged keys' range.
+    ranged_target: String,
+}
+
+impl<'t> LoadSql<'t> {
+    fn of(table: &'t TableDef) -> LoadSql<'t> {
+        let cols: Vec<String> = table.all_columns().map(|c| ident(c.name)).collect();
+        let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
+        let mut sql = LoadSql {
+            table,
+            stage: staging(table),
+            target: ident(table.name),
+            col_list: format!("{}, {COMMIT_SEQ}", cols.join(", ")),
+            s_cols: format!("{}, {SEQ_PARAM}", s_cols.join(", ")),
+            key: table.key.iter().map(|k| ident(k)).collect(),
+            ranged_target: String::new(),
+        };
+        sql.ranged_target = format!("(SELECT * FROM {} WHERE {})", sql.target, sql.in_range(""));
+        sql
+    }
+
+    /// `a.k = b.k` for each column `k` of `key`.
+    fn key_eq(a: &str, b: &str, key: &[String]) -> String {
         let on: Vec<String> = key.iter().map(|k| format!("{a}.{k} = {b}.{k}")).collect();
         on.join(" AND ")
-    };
-    // The last staged row of each key wins: a page may carry a record twice.
-    let newest_staged = |by: &[String]| {
+    }
+
+    /// The staged rows, the last of each `by` winning: a page may carry a
+    /// record twice.
+    fn newest_staged(&self, by: &[String]) -> String {
         format!(
-            "SELECT * FROM {stage} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY rowid DESC) = 1",
+            "SELECT * FROM {} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY rowid DESC) = 1",
+            self.stage,
             by.join(", ")
         )
-    };
-    // What replaces a merge by key when no staged key is stored.
-    let keys_in_range = key_range(table, "", 1, usize::MAX).unwrap_or_else(|| "true".into());
-    let new_keys_only = || NewKeysOnly {
-        stored_in_range: format!("SELECT EXISTS (SELECT 1 FROM {target} WHERE {keys_in_range})"),
-        probe: format!(
-            "SELECT EXISTS (SELECT 1 FROM {stage} s JOIN (SELECT * FROM {target} WHERE {keys_in_range}) t ON {})",
-            key_eq("s", "t", &key)
-        ),
-        insert: format!(
-            "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s",
-            newest_staged(&key)
-        ),
-        create_key_stage: {
-            let key_cols: Vec<String> = key_columns(table)
-                .map(|(_, c)| format!("{} {}", ident(c.name), c.ty.sql()))
-                .collect();
-            format!("CREATE OR REPLACE TEMP TABLE {stage} ({})", key_cols.join(", "))
-        },
-    };
-    // The stored rows a staged key can match: those in the staged keys' range.
-    let in_range_of =
-        |alias: &str, columns: usize| key_range(table, alias, 2, columns).unwrap_or_else(|| "true".into());
-    let in_range = |alias: &str| in_range_of(alias, usize::MAX);
-    let ranged_target = format!("(SELECT * FROM {target} WHERE {})", in_range(""));
-    let mut by_key = None;
-    let own_values_equal = |a: &str, b: &str| -> Vec<String> {
-        table
+    }
+
+    /// `alias`'s rows within the staged range of the first `columns` key columns.
+    fn in_range_of(&self, alias: &str, columns: usize) -> String {
+        key_range(self.table, alias, 2, columns).unwrap_or_else(|| "true".into())
+    }
+
+    fn in_range(&self, alias: &str) -> String {
+        self.in_range_of(alias, usize::MAX)
+    }
+
+    /// Whether two rows hold the same values outside the key.
+    fn own_values_equal(&self, a: &str, b: &str) -> Vec<String> {
+        self.table
             .columns
             .iter()
-            .filter(|c| !table.key.contains(&c.name))
+            .filter(|c| !self.table.key.contains(&c.name))
             .map(|c| {
                 let n = ident(c.name);
                 format!("{a}.{n} IS NOT DISTINCT FROM {b}.{n}")
             })
             .collect()
-    };
-    let mut statements = Vec::new();
-    let last = match table.load {
-        LoadRule::Append if key.is_empty() => {
-            format!("INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM {stage} s")
+    }
+
+    /// What replaces a merge by key when no staged key is stored.
+    fn new_keys_only(&self) -> NewKeysOnly {
+        let (target, stage) = (&self.target, &self.stage);
+        let keys_in_range = key_range(self.table, "", 1, usize::MAX).unwrap_or_else(|| "true".into());
+        let key_cols: Vec<String> = key_columns(self.table)
+            .map(|(_, c)| format!("{} {}", ident(c.name), c.ty.sql()))
+            .collect();
+        NewKeysOnly {
+            stored_in_range: format!("SELECT EXISTS (SELECT 1 FROM {target} WHERE {keys_in_range})"),
+            probe: format!(
+                "SELECT EXISTS (SELECT 1 FROM {stage} s JOIN (SELECT * FROM {target} WHERE {keys_in_range}) t ON {})",
+                Self::key_eq("s", "t", &self.key)
+            ),
+            insert: format!(
+                "INSERT INTO {target} ({}) SELECT {} FROM ({}) s",
+                self.col_list,
+                self.s_cols,
+                self.newest_staged(&self.key)
+            ),
+            create_key_stage: format!("CREATE OR REPLACE TEMP TABLE {stage} ({})", key_cols.join(", ")),
         }
-        // The same join DuckDB 2 plans for `INSERT ... ON CONFLICT DO
-        // NOTHING` (its `bind_insert.cpp` binds every `ON CONFLICT` as a
-        // `MERGE INTO`), which needs no declared key.
-        LoadRule::Append | LoadRule::InsertOnce => {
-            by_key = Some(new_keys_only());
-            if let (Some(value), Some((last, first))) = (table.versioned_by, key.split_last()) {
-                // A stored key with another value: this version again, keyed
-                // by when it was first seen, unless that is stored already.
-                let restamped: Vec<String> = table
-                    .all_columns()
-                    .map(|c| {
-                        let n = ident(c.name);
-                        if n == *last {
-                            "s._fetched_at".to_owned()
-                        } else {
-                            format!("s.{n}")
-                        }
-                    })
-                    .collect();
-                let v = ident(value);
-                let same_item = key_eq("k", "s", first);
-                statements.push(Statement::counted(format!(
-                    "INSERT INTO {target} ({col_list}) SELECT {}, {SEQ_PARAM} FROM ({}) s JOIN {ranged_target} t ON {} \
-                     WHERE t.{v} IS DISTINCT FROM s.{v} AND NOT EXISTS (SELECT 1 FROM {target} k WHERE {same_item} \
-                     AND {} AND k.{v} IS NOT DISTINCT FROM s.{v} AND k.{last} >= s.{last})",
-                    restamped.join(", "),
-                    newest_staged(&key),
-                    key_eq("t", "s", &key),
-                    in_range_of("k", first.len()),
-                )));
-            }
-            format!(
-                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s ANTI JOIN {ranged_target} t ON {}",
-                newest_staged(&key),
-                key_eq("t", "s", &key)
-            )
-        }
-        LoadRule::History => {
-            let on = key_eq("t", "s", &key);
-            let distinct = newest_staged(&key);
-            // Seen again: only the last sighting moves.
-            statements.push(Statement::uncounted(format!(
-                "UPDATE {target} t SET last_seen_at = s.last_seen_at, {COMMIT_SEQ} = {SEQ_PARAM} \
-                 FROM ({distinct}) s WHERE {on} AND s.last_seen_at > t.last_seen_at AND {}",
-                in_range("t")
-            )));
-            format!(
-                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({distinct}) s ANTI JOIN {ranged_target} t ON {on}"
-            )
-        }
-        LoadRule::AppendOnChange => {
-            let (part, order) = key.split_at(key.len() - 1);
-            let order = &order[0];
-            let unchanged = own_values_equal("t", "s");
-            format!(
-                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({}) s \
-                 LEFT JOIN (SELECT * FROM {target} WHERE {} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY {order} DESC) = 1) t \
-                 ON {} WHERE (t.{} IS NULL OR NOT ({})) \
-                 AND NOT EXISTS (SELECT 1 FROM {target} k WHERE {} AND {})",
-                newest_staged(part),
-                // A partition's newest stored row may lie outside the staged
-                // range of the ordering column, never of the partition's own.
-                in_range_of("", part.len()),
-                part.join(", "),
-                key_eq("t", "s", part),
-                part[0],
-                unchanged.join(" AND "),
-                key_eq("k", "s", &key),
-                in_range("k")
-            )
-        }
-        LoadRule::Upsert | LoadRule::Replace => {
-            // The staged row, with stored values kept where the new one is NULL
-            // (`keep_stored`), and skipped when older than the stored version.
-            let merged = |c: &crate::tables::Column| -> String {
-                let q = ident(c.name);
-                if table.keep_stored.contains(&c.name) {
-                    format!("COALESCE(s.{q}, t.{q})")
-                } else {
-                    format!("s.{q}")
-                }
-            };
-            let set: Vec<String> = table
+    }
+
+    /// Keys not stored are inserted; a versioned table also inserts a stored
+    /// key's new value as a new version. The same join DuckDB 2 plans for
+    /// `INSERT ... ON CONFLICT DO NOTHING` (its `bind_insert.cpp` binds every
+    /// `ON CONFLICT` as a `MERGE INTO`), which needs no declared key.
+    fn insert_once(&self, statements: &mut Vec<Statement>) -> String {
+        let (target, col_list, ranged_target, key) = (&self.target, &self.col_list, &self.ranged_target, &self.key);
+        if let (Some(value), Some((last, first))) = (self.table.versioned_by, key.split_last()) {
+            // A stored key with another value: this version again, keyed
+            // by when it was first seen, unless that is stored already.
+            let restamped: Vec<String> = self
+                .table
                 .all_columns()
-                .filter(|c| !table.key.contains(&c.name))
-                .map(|c| format!("{} = {}", ident(c.name), merged(c)))
-                .chain(std::iter::once(format!("{COMMIT_SEQ} = {SEQ_PARAM}")))
+                .map(|c| {
+                    let n = ident(c.name);
+                    if n == *last {
+                        "s._fetched_at".to_owned()
+                    } else {
+                        format!("s.{n}")
+                    }
+                })
                 .collect();
-            let mut only_if = Vec::new();
-            if let Some(v) = table.newer_by {
-                let v = ident(v);
-                only_if.push(format!("s.{v} >= t.{v}"));
-            }
-            if table.lineage {
-                // A row whose content is unchanged is not rewritten: its lineage
-                // (_run_id, _fetched_at) keeps saying when it really arrived.
-                let mut same: Vec<String> = table
-                    .columns
-                    .iter()
-                    .filter(|c| !table.key.contains(&c.name))
-                    .map(|c| format!("{} IS NOT DISTINCT FROM t.{}", merged(c), ident(c.name)))
-                    .collect();
-                // Tables fed by several routes compare content only: each route
-                // serves the same record in its own envelope.
-                if table.keep_stored.is_empty() {
-                    same.push("s.raw::VARCHAR IS NOT DISTINCT FROM t.raw::VARCHAR".into());
-                }
-                if !same.is_empty() {
-                    only_if.push(format!("NOT ({})", same.join(" AND ")));
-                }
-            }
-            // Bookkeeping rows (checkpoints, runs) always take the newest values.
-            let only_if = if only_if.is_empty() {
-                String::new()
-            } else {
-                format!(" AND {}", only_if.join(" AND "))
-            };
-            by_key = Some(new_keys_only());
-            // An UPDATE, then an INSERT of the keys not stored, rather than
-            // one `MERGE INTO`: DuckDB 2 runs a merge whose update rewrites a
-            // list column (as delete and insert) with its two actions one after
-            // the other, buffering every joined chunk for the second in memory
-            // it cannot spill. A merge of 1,400 news items needed more than 24
-            // MiB; these two statements load them in 20.
-            let staged = newest_staged(&key);
-            if table.partition_can_move()
-                && let Some(part) = table.lake_partition
-            {
-                // Where a row's lake copy was, before this update moves it.
-                let (was, now) = (
-                    super::export::partition_sql(table, part, Some("t")),
-                    super::export::partition_sql(table, part, Some("s")),
-                );
-                statements.push(Statement::uncounted(format!(
-                    "INSERT INTO {MOVES_LOG} ({COMMIT_SEQ}, table_name, \"partition\") \
-                     SELECT DISTINCT {SEQ_PARAM}, '{}', CAST({was} AS VARCHAR) FROM {target} t JOIN ({staged}) s ON {} \
-                     WHERE {} AND {was} IS DISTINCT FROM {now}{only_if}",
-                    table.name.replace('\'', "''"),
-                    key_eq("t", "s", &key),
-                    in_range("t"),
-                )));
-            }
+            let v = ident(value);
+            let same_item = Self::key_eq("k", "s", first);
             statements.push(Statement::counted(format!(
-                "UPDATE {target} t SET {} FROM ({staged}) s WHERE {} AND {}{only_if}",
-                set.join(", "),
-                key_eq("t", "s", &key),
-                in_range("t")
+                "INSERT INTO {target} ({col_list}) SELECT {}, {SEQ_PARAM} FROM ({}) s JOIN {ranged_target} t ON {} \
+                 WHERE t.{v} IS DISTINCT FROM s.{v} AND NOT EXISTS (SELECT 1 FROM {target} k WHERE {same_item} \
+                 AND {} AND k.{v} IS NOT DISTINCT FROM s.{v} AND k.{last} >= s.{last})",
+                restamped.join(", "),
+                self.newest_staged(key),
+                Self::key_eq("t", "s", key),
+                self.in_range_of("k", first.len()),
             )));
-            format!(
-                "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({staged}) s ANTI JOIN {ranged_target} t ON {}",
-                key_eq("t", "s", &key)
-            )
         }
-    };
-    statements.push(Statement::counted(last));
-    (statements, by_key)
+        format!(
+            "INSERT INTO {target} ({col_list}) SELECT {} FROM ({}) s ANTI JOIN {ranged_target} t ON {}",
+            self.s_cols,
+            self.newest_staged(key),
+            Self::key_eq("t", "s", key)
+        )
+    }
+
+    /// A value seen again only moves its last sighting; a new one is a new row.
+    fn history(&self, statements: &mut Vec<Statement>) -> String {
+        let (target, col_list, s_cols, ranged_target) =
+            (&self.target, &self.col_list, &self.s_cols, &self.ranged_target);
+        let on = Self::key_eq("t", "s", &self.key);
+        let distinct = self.newest_staged(&self.key);
+        statements.push(Statement::uncounted(format!(
+            "UPDATE {target} t SET last_seen_at = s.last_seen_at, {COMMIT_SEQ} = {SEQ_PARAM} \
+             FROM ({distinct}) s WHERE {on} AND s.last_seen_at > t.last_seen_at AND {}",
+            self.in_range("t")
+        )));
+        format!(
+            "INSERT INTO {target} ({col_list}) SELECT {s_cols} FROM ({distinct}) s ANTI JOIN {ranged_target} t ON {on}"
+        )
+    }
+
+    /// A row is added only when it differs from its partition's newest.
+    fn append_on_change(&self) -> String {
+        let (target, key) = (&self.target, &self.key);
+        let (part, order) = key.split_at(key.len() - 1);
+        let order = &order[0];
+        let unchanged = self.own_values_equal("t", "s");
+        format!(
+            "INSERT INTO {target} ({}) SELECT {} FROM ({}) s \
+             LEFT JOIN (SELECT * FROM {target} WHERE {} QUALIFY row_number() OVER (PARTITION BY {} ORDER BY {order} DESC) = 1) t \
+             ON {} WHERE (t.{} IS NULL OR NOT ({})) \
+             AND NOT EXISTS (SELECT 1 FROM {target} k WHERE {} AND {})",
+            self.col_list,
+            self.s_cols,
+            self.newest_staged(part),
+            // A partition's newest stored row may lie outside the staged
+            // range of the ordering column, never of the partition's own.
+            self.in_range_of("", part.len()),
+            part.join(", "),
+            Self::key_eq("t", "s", part),
+            part[0],
+            unchanged.join(" AND "),
+            Self::key_eq("k", "s", key),
+            self.in_range("k")
+        )
+    }
+
+    /// Stored keys updated where their content changed, then new keys inserted.
+    fn upsert(&self, statements: &mut Vec<Statement>) -> String {
+        let table = self.table;
+        let (target, key) = (&self.target, &self.key);
+        // The staged row, with stored values kept where the new one is NULL
+        // (`keep_stored`), and skipped when older than the stored version.
+        let merged = |c: &crate::tables::Column| -> String {
+            let q = ident(c.name);
+            if table.keep_stored.contains(&c.name) {
+                format!("COALESCE(s.{q}, t.{q})")
+            } else {
+                format!("s.{q}")
+            }
+        };
+        let set: Vec<String> = table
+            .all_columns()
+            .filter(|c| !table.key.contains(&c.name))
+            .map(|c| format!("{} = {}", ident(c.name), merged(c)))
+            .chain(std::iter::once(format!("{COMMIT_SEQ} = {SEQ_PARAM}")))
+            .collect();
+        let mut only_if = Vec::new();
+        if let Some(v) = table.newer_by {
+            let v = ident(v);
+            only_if.push(format!("s.{v} >= t.{v}"));
+        }
+        if table.lineage {
+            // A row whose content is unchanged is not rewritten: its lineage
+            // (_run_id, _fetched_at) keeps saying when it really arrived.
+            let mut same: Vec<String> = table
+                .columns
+                .iter()
+                .filter(|c| !table.key.contains(&c.name))
+                .map(|c| format!("{} IS NOT DISTINCT FROM t.{}", merged(c), ident(c.name)))
+                .collect();
+            // Tables fed by several routes compare content only: each route
+            // serves the same record in its own envelope.
+            if table.keep_stored.is_empty() {
+                same.push("s.raw::VARCHAR IS NOT DISTINCT FROM t.raw::VARCHAR".into());
+            }
+            if !same.is_empty() {
+                only_if.push(format!("NOT ({})", same.join(" AND ")));
+            }
+        }
+        // Bookkeeping rows (checkpoints, runs) always take the newest values.
+        let only_if = if only_if.is_empty() {
+            String::new()
+        } else {
+            format!(" AND {}", only_if.join(" AND "))
+        };
+        // An UPDATE, then an INSERT of the keys not stored, rather than one
+        // `MERGE INTO`: DuckDB 2 runs a merge whose update rewrites a list
+        // column (as delete and insert) with its two actions one after the
+        // other, buffering every joined chunk for the second in memory it
+        // cannot spill, so a merge of a few thousand news items needs many
+        // times the memory of these two statements.
+        let staged = self.newest_staged(key);
+        if table.partition_can_move()
+            && let Some(part) = table.lake_partition
+        {
+            // Where a row's lake copy was, before this update moves it.
+            let (was, now) = (
+                super::export::partition_sql(table, part, Some("t")),
+                super::export::partition_sql(table, part, Some("s")),
+            );
+            statements.push(Statement::uncounted(format!(
+                "INSERT INTO {MOVES_LOG} ({COMMIT_SEQ}, table_name, \"partition\") \
+                 SELECT DISTINCT {SEQ_PARAM}, '{}', CAST({was} AS VARCHAR) FROM {target} t JOIN ({staged}) s ON {} \
+                 WHERE {} AND {was} IS DISTINCT FROM {now}{only_if}",
+                table.name.replace('\'', "''"),
+                Self::key_eq("t", "s", key),
+                self.in_range("t"),
+            )));
+        }
+        statements.push(Statement::counted(format!(
+            "UPDATE {target} t SET {} FROM ({staged}) s WHERE {} AND {}{only_if}",
+            set.join(", "),
+            Self::key_eq("t", "s", key),
+            self.in_range("t")
+        )));
+        format!(
+            "INSERT INTO {target} ({}) SELECT {} FROM ({staged}) s ANTI JOIN {} t ON {}",
+            self.col_list,
+            self.s_cols,
+            self.ranged_target,
+            Self::key_eq("t", "s", key)
+        )
+    }
 }
 
 impl Statement {

@@ -286,11 +286,10 @@ impl DuckDbSink {
 
     /// Drops what DuckDB keeps cached beyond
     /// [`settings::CACHED_AFTER_SMALL_COMMIT_MB`] and gives it the whole
-    /// limit back. DuckDB kept the stored rows each small commit's merges read
-    /// until the whole limit was full, so a run that found little new held as
-    /// much as a backfill; merging under a lower limit instead ran out of
-    /// memory where a merge's join read a wide range of a table
-    ///.
+    /// limit back. DuckDB keeps the stored rows each small commit's merges
+    /// read until its whole limit is full, so a run that finds little new
+    /// would hold as much as a backfill; a lower limit for the merges
+    /// themselves would run out where a join reads a wide range of a table.
     pub(super) fn trim_cache(&self) {
         self.limit_memory(settings::CACHED_AFTER_SMALL_COMMIT_MB);
         self.unlimit_memory();
@@ -332,6 +331,18 @@ impl DuckDbSink {
         let conn = self.conn.try_clone()?;
         conn.execute_batch(&format!("USE {WAREHOUSE_ALIAS}"))?;
         Ok(conn)
+    }
+
+    /// The bookkeeping reader on a connection of this writer's: the one way
+    /// the run log is read, by `fdsync status` and by a run alike.
+    ///
+    /// # Errors
+    /// When DuckDB cannot open a connection.
+    pub fn bookkeeping(&self) -> Result<reader::BookkeepingReader, SinkError> {
+        let conn = self
+            .reading_connection()
+            .map_err(sql_err("_sync_runs", "opening a reader of the run log"))?;
+        Ok(reader::BookkeepingReader::on(conn))
     }
 
     /// The rows of `sql` with its text parameters bound, each read by `row`;

@@ -1,6 +1,7 @@
-//! A read-only view of the warehouse's bookkeeping tables, for `fdsync
-//! status`: it opens the file without writing, waiting a while for a
-//! writer that holds it to let go.
+//! The one reader of the warehouse's bookkeeping tables and run log: `fdsync
+//! status` opens the file with it without writing, waiting a while for a
+//! writer that holds it to let go; a run reads on its own connection
+//! ([`super::DuckDbSink::bookkeeping`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -49,6 +50,8 @@ pub struct LastRun {
     pub error: Option<String>,
     /// Records the service counted that the run did not store (0: complete).
     pub shortfall: i64,
+    /// Whether it stopped with work the next run picks up at once.
+    pub resumes: bool,
 }
 
 /// A key's `_sync_quota` row: the last window the service reported.
@@ -115,7 +118,24 @@ impl BookkeepingReader {
     /// # Errors
     /// When `_sync_runs` cannot be read.
     pub fn run_times(&self) -> Result<HashMap<String, crate::bookkeeping::RunTimes>, SinkError> {
-        super::reads::run_times(&self.conn)
+        run_times(&self.conn)
+    }
+
+    /// When each pipeline last started, from the run log.
+    ///
+    /// # Errors
+    /// When `_sync_runs` cannot be read.
+    pub fn last_started(&self) -> Result<HashMap<String, DateTime<Utc>>, SinkError> {
+        let context = ("_sync_runs", "reading the last runs");
+        let mut stmt = self
+            .conn
+            .prepare("SELECT pipeline, max(started_at) FROM _sync_runs GROUP BY pipeline")
+            .map_err(sql_err(context.0, context.1))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, DateTime<Utc>>(1)?)))
+            .map_err(sql_err(context.0, context.1))?;
+        rows.collect::<Result<HashMap<_, _>, _>>()
+            .map_err(sql_err(context.0, context.1))
     }
 
     /// The requests of `pipeline`'s ten newest runs that ended `ok`, its
@@ -149,19 +169,31 @@ impl BookkeepingReader {
     pub fn last_runs(&self) -> Result<HashMap<String, LastRun>, SinkError> {
         let err = || sql_err("_sync_runs", "reading the last runs");
         // A warehouse no writer of this version has opened has no shortfall yet.
-        let has_shortfall: bool = self
-            .conn
-            .query_row(
-                "SELECT count(*) > 0 FROM duckdb_columns() WHERE table_name = '_sync_runs' AND column_name = 'shortfall'",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(err())?;
-        let shortfall = if has_shortfall { "shortfall" } else { "0" };
+        let has = |column: &str| -> Result<bool, SinkError> {
+            self.conn
+                .query_row(
+                    "SELECT count(*) > 0 FROM duckdb_columns() WHERE table_name = '_sync_runs' AND column_name = ?",
+                    [column],
+                    |r| r.get(0),
+                )
+                .map_err(err())
+        };
+        let shortfall = if has("shortfall")? { "shortfall" } else { "0" };
+        // Runs logged before the `resumes` column said so in their status or
+        // in the words of their error.
+        let legacy = format!(
+            "(status IN ('quota_exhausted', 'interrupted') OR coalesce(contains(error, '{}'), false))",
+            crate::bookkeeping::RESUMES.replace('\'', "''")
+        );
+        let resumes = if has("resumes")? {
+            format!("coalesce(resumes, {legacy})")
+        } else {
+            legacy
+        };
         let mut stmt = self
             .conn
             .prepare(&format!(
-                "SELECT pipeline, run_id, started_at, finished_at, status, requests, rows_written, error, {shortfall}
+                "SELECT pipeline, run_id, started_at, finished_at, status, requests, rows_written, error, {shortfall}, {resumes}
                  FROM _sync_runs QUALIFY row_number() OVER (PARTITION BY pipeline ORDER BY started_at DESC) = 1"
             ))
             .map_err(err())?;
@@ -178,6 +210,7 @@ impl BookkeepingReader {
                         rows_written: r.get::<_, Option<i64>>(6)?.unwrap_or(0),
                         error: r.get(7)?,
                         shortfall: r.get::<_, Option<i64>>(8)?.unwrap_or(0),
+                        resumes: r.get::<_, Option<bool>>(9)?.unwrap_or(false),
                     },
                 ))
             })
@@ -412,4 +445,36 @@ impl BookkeepingReader {
             .map_err(err())?;
         rows.collect::<Result<_, _>>().map_err(err())
     }
+}
+
+fn run_times(conn: &Connection) -> Result<HashMap<String, crate::bookkeeping::RunTimes>, SinkError> {
+    let context = ("_sync_runs", "reading when pipelines ran");
+    let mut stmt = conn
+        .prepare(
+            "WITH runs AS (SELECT pipeline, max(started_at) AS started, max(started_at) FILTER (WHERE status = 'ok') AS ok, \
+             max(_commit_seq) AS seq FROM _sync_runs GROUP BY pipeline), \
+             since AS (SELECT r.pipeline, count(*) AS n FROM _sync_runs r JOIN runs USING (pipeline) \
+             WHERE r.started_at > coalesce(runs.ok, '-infinity'::TIMESTAMPTZ) GROUP BY r.pipeline), \
+             resets AS (SELECT pipeline, max(reset_at) AS reset, max(_commit_seq) AS seq FROM _sync_resets GROUP BY pipeline) \
+             SELECT coalesce(runs.pipeline, resets.pipeline), started, ok, \
+             CASE WHEN resets.seq > coalesce(runs.seq, -1) THEN reset END, coalesce(since.n, 0) \
+             FROM runs FULL OUTER JOIN resets ON runs.pipeline = resets.pipeline \
+             LEFT JOIN since ON since.pipeline = runs.pipeline",
+        )
+        .map_err(sql_err(context.0, context.1))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                crate::bookkeeping::RunTimes {
+                    started: r.get(1)?,
+                    ok_started: r.get(2)?,
+                    reset: r.get(3)?,
+                    since_ok: u32::try_from(r.get::<_, i64>(4)?).unwrap_or(u32::MAX),
+                },
+            ))
+        })
+        .map_err(sql_err(context.0, context.1))?;
+    rows.collect::<Result<HashMap<_, _>, _>>()
+        .map_err(sql_err(context.0, context.1))
 }

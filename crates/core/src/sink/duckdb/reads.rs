@@ -266,32 +266,6 @@ impl DuckDbSink {
         )
     }
 
-    /// When each pipeline last started a run, and last started one that
-    /// ended `ok`, from the run log.
-    ///
-    /// # Errors
-    /// When `_sync_runs` cannot be read.
-    pub fn run_times(&self) -> Result<HashMap<String, crate::bookkeeping::RunTimes>, SinkError> {
-        run_times(self.connection())
-    }
-
-    /// When each pipeline last started, from the run log.
-    ///
-    /// # Errors
-    /// When `_sync_runs` cannot be read.
-    pub fn last_started(&self) -> Result<HashMap<String, DateTime<Utc>>, SinkError> {
-        let context = ("_sync_runs", "reading the last runs");
-        let mut stmt = self
-            .connection()
-            .prepare("SELECT pipeline, max(started_at) FROM _sync_runs GROUP BY pipeline")
-            .map_err(sql_err(context.0, context.1))?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, DateTime<Utc>>(1)?)))
-            .map_err(sql_err(context.0, context.1))?;
-        rows.collect::<Result<HashMap<_, _>, _>>()
-            .map_err(sql_err(context.0, context.1))
-    }
-
     /// Rows in each table of the catalogue, in its order.
     ///
     /// # Errors
@@ -317,37 +291,4 @@ impl DuckDbSink {
 /// A date bound for SQL: open (`-infinity`) without one.
 fn date_or_open(since: Option<NaiveDate>) -> String {
     since.map_or_else(|| "-infinity".to_owned(), |d| d.to_string())
-}
-
-/// [`DuckDbSink::run_times`], on any connection to the warehouse.
-pub(super) fn run_times(conn: &duckdb::Connection) -> Result<HashMap<String, crate::bookkeeping::RunTimes>, SinkError> {
-    let context = ("_sync_runs", "reading when pipelines ran");
-    let mut stmt = conn
-        .prepare(
-            "WITH runs AS (SELECT pipeline, max(started_at) AS started, max(started_at) FILTER (WHERE status = 'ok') AS ok, \
-             max(_commit_seq) AS seq FROM _sync_runs GROUP BY pipeline), \
-             since AS (SELECT r.pipeline, count(*) AS n FROM _sync_runs r JOIN runs USING (pipeline) \
-             WHERE r.started_at > coalesce(runs.ok, '-infinity'::TIMESTAMPTZ) GROUP BY r.pipeline), \
-             resets AS (SELECT pipeline, max(reset_at) AS reset, max(_commit_seq) AS seq FROM _sync_resets GROUP BY pipeline) \
-             SELECT coalesce(runs.pipeline, resets.pipeline), started, ok, \
-             CASE WHEN resets.seq > coalesce(runs.seq, -1) THEN reset END, coalesce(since.n, 0) \
-             FROM runs FULL OUTER JOIN resets ON runs.pipeline = resets.pipeline \
-             LEFT JOIN since ON since.pipeline = runs.pipeline",
-        )
-        .map_err(sql_err(context.0, context.1))?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                crate::bookkeeping::RunTimes {
-                    started: r.get(1)?,
-                    ok_started: r.get(2)?,
-                    reset: r.get(3)?,
-                    since_ok: u32::try_from(r.get::<_, i64>(4)?).unwrap_or(u32::MAX),
-                },
-            ))
-        })
-        .map_err(sql_err(context.0, context.1))?;
-    rows.collect::<Result<HashMap<_, _>, _>>()
-        .map_err(sql_err(context.0, context.1))
 }

@@ -123,7 +123,7 @@ impl DuckDbSink {
         Ok(format.as_deref().and_then(major_minor).is_some_and(|v| v < (1, 3)))
     }
 
-    /// Stores every table's and column's description ([`crate::schema`]) as
+    /// Stores every table's and column's description ([`crate::describe`]) as
     /// `COMMENT ON`, where it is not already what is stored: BI tools and
     /// `duckdb_columns()` show them.
     fn describe_tables(&self) -> Result<(), SinkError> {
@@ -137,11 +137,11 @@ impl DuckDbSink {
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )?;
         let mut sql = String::new();
-        for (table, column, text) in crate::schema::comments() {
+        for (table, column, text) in crate::describe::comments() {
             if stored.contains(&(table.to_owned(), column.unwrap_or("").to_owned(), text.clone())) {
                 continue;
             }
-            sql.push_str(&crate::schema::comment_statement(table, column, &text));
+            sql.push_str(&crate::describe::comment_statement(table, column, &text));
         }
         if sql.is_empty() {
             return Ok(());

@@ -56,10 +56,9 @@ impl Settings {
 
     /// The WAL size at which DuckDB checkpoints: half the memory limit from
     /// 64 MiB, since each checkpoint makes the next one compress a row group
-    /// again; DuckDB's own 16 MiB down to 32, where more ran out of memory
-    ///; a quarter of the limit below, where a
-    /// checkpoint of 16 MiB of small commits ran out of memory and left
-    /// DuckDB's database invalidated.
+    /// again; DuckDB's own 16 MiB down to 32, where more runs out of memory;
+    /// a quarter of the limit below, where a checkpoint of 16 MiB of small
+    /// commits runs out of memory and leaves DuckDB's database invalidated.
     pub fn checkpoint_threshold_mb(&self) -> u64 {
         match self.memory_limit_mb {
             64.. => self.memory_limit_mb / 2,
@@ -85,8 +84,7 @@ impl Default for Settings {
 pub(super) const MIN_SLICE_ROWS: usize = 256;
 
 /// The fewest staged rows worth probing for stored keys before a plain
-/// append: below it the probe's fixed cost outweighs the merge it saves
-///.
+/// append: below it the probe's fixed cost outweighs the merge it saves.
 pub(crate) const MIN_PROBE_ROWS: usize = 100;
 
 /// The fewest staged rows that make a transaction a bulk load, whose
@@ -122,8 +120,7 @@ pub(super) const DUCKDB_ROW_GROUP_ROWS: usize = 122_880;
 pub(super) const WAREHOUSE_ALIAS: &str = "warehouse";
 
 /// Row groups of one table that end a held transaction: with three whole
-/// ones or more between two partial ones, a checkpoint merges none
-///.
+/// ones or more between two partial ones, a checkpoint merges none.
 pub(super) const HELD_ROW_GROUPS: usize = 6;
 
 /// The most rows of a table a commit may bring to land a held transaction
@@ -132,12 +129,10 @@ pub(super) const SMALL_COMMIT_ROWS: usize = ROW_GROUP_ROWS / 4;
 
 /// The smallest `memory_limit_mb` that holds bulk commits: below the least
 /// the configuration allows (32), so every setting writes a backfill in
-/// bulk, and the tests of appends at the least limit run at this one. Held
-/// news backfills ran out of memory at 64 MiB while a batch's last slice of
-/// a few dozen rows took the merge path, and at 24 DuckDB's checkpoint of
-/// 16 MiB of small commits did; a batch of new keys is now appended whole,
-/// small commits checkpoint at a quarter of the limit below 32, and 20 holds
-/// a backfill.
+/// bulk, and the tests of appends at the least limit run at this one. It
+/// holds because a batch of new keys is appended whole (a last slice merged
+/// on its own would run a held backfill out of memory) and small commits
+/// checkpoint at a quarter of the limit below 32.
 pub(super) const HOLD_FROM_MB: u64 = 20;
 
 /// Prepared statements kept per connection: a few per table.

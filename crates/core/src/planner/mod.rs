@@ -1,4 +1,11 @@
-//! What is due: from checkpoints and pipeline settings, the requests a run makes.
+//! What is due: from checkpoints and pipeline settings, the requests a run
+//! makes. Below the engine: a run asks it what to fetch, and the report
+//! commands print what it decided.
+//! - [`standing`]: where each pipeline stands (last run, backfill, due).
+//! - [`cost`]: what the schedules spend a day against the quota; `auto` schedules.
+
+pub mod cost;
+pub mod standing;
 
 use std::collections::HashMap;
 
@@ -77,8 +84,8 @@ impl std::fmt::Display for Due {
 #[derive(Debug, Default)]
 pub struct History {
     pub times: RunTimes,
-    /// The newest run's status and error.
-    pub last: Option<(String, Option<String>)>,
+    /// The newest run's status, and whether it left work for the next run.
+    pub last: Option<(String, bool)>,
     pub backfill_left: bool,
 }
 
@@ -90,10 +97,8 @@ pub fn due(pipeline: &Pipeline, history: &History, now: DateTime<Utc>) -> Due {
         // Ran and never ended `ok` (nothing left to resume): tried again
         // with backoff, like any failing pipeline, not at every firing.
         return match (history.times.started, &history.last) {
-            (Some(started), Some((status, error)))
-                if history.times.reset.is_none()
-                    && !left_work(status, error.as_deref())
-                    && history.times.since_ok > 0 =>
+            (Some(started), Some((_, resumes)))
+                if history.times.reset.is_none() && !resumes && history.times.since_ok > 0 =>
             {
                 match retry_at(&pipeline.schedule, started, history.times.since_ok) {
                     Some(at) if at <= now => Due::Retry {
@@ -109,9 +114,7 @@ pub fn due(pipeline: &Pipeline, history: &History, now: DateTime<Utc>) -> Due {
     if let Some(at) = history.times.reset {
         return Due::Reset { at };
     }
-    if let Some((status, error)) = &history.last
-        && left_work(status, error.as_deref())
-    {
+    if let Some((status, true)) = &history.last {
         return Due::Unfinished { status: status.clone() };
     }
     if history.backfill_left {
@@ -147,16 +150,6 @@ pub fn retry_at(schedule: &crate::pipeline::Schedule, started: DateTime<Utc>, fa
     let doublings = failures.saturating_sub(1).min(16);
     let wait = (period * (1i32 << doublings) - period).min(chrono::Duration::hours(MOST_RETRY_WAIT_HOURS));
     schedule.next_after(&(started + wait)).or(Some(next))
-}
-
-/// Whether a run that ended so stopped with work left for the next.
-fn left_work(status: &str, error: Option<&str>) -> bool {
-    match status {
-        "quota_exhausted" | "interrupted" => true,
-        // A failure on the credential or the address says so too.
-        "partial" | "failed" => error.is_some_and(|e| e.contains(crate::bookkeeping::RESUMES)),
-        _ => false,
-    }
 }
 
 /// The order a run takes when the quota left cannot cover every pipeline:

@@ -1,11 +1,9 @@
-//! `fdsync plan`: what the configured pipelines will spend, per day and per
-//! month, against the plan's quota, before a request is sent. A pipeline's
-//! runs a day come from its schedule (capped by a timer's, for `sync
-//! --once`); its requests a run from the run log where it has run since its
-//! first sync, else the least its routes allow; the backfill left from what
-//! `fdsync status` reads.
-
-use std::io::Write;
+//! What the configured pipelines will spend, per day and per month, against
+//! the plan's quota, before a request is sent, and the `auto` schedules that
+//! fit it (`fdsync plan` prints it). A pipeline's runs a day come from its
+//! schedule (capped by a timer's, for `sync --once`); its requests a run from
+//! the run log where it has run since its first sync, else the least its
+//! routes allow; the backfill left from its standing ([`super::standing`]).
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -116,7 +114,7 @@ pub fn forecast(
         let runs_per_day = runs_per_day(p, timer_minutes, now);
         let (requests_per_run, basis) = cost.per_run(runs_per_day);
         let backfill = match reader {
-            Some(r) => crate::status::backfill_of(p, r)?,
+            Some(r) => super::standing::backfill_of(p, r)?,
             None => None,
         };
         let (backfill_requests, backfill_unknown) = match &backfill {
@@ -628,109 +626,4 @@ fn every(minutes: u64) -> String {
         m if m < 1440 => format!("{} hours (\"0 */{} * * *\")", m / 60, m / 60),
         _ => "day (\"@daily\")".into(),
     }
-}
-
-/// The forecast as a table for people.
-///
-/// # Errors
-/// When `out` cannot be written.
-pub fn write_text(out: &mut impl Write, f: &Forecast) -> std::io::Result<()> {
-    match f.timer_minutes {
-        Some(m) => writeln!(out, "forecast for `sync --once` every {m} minutes")?,
-        None => writeln!(out, "forecast for `fdsync daemon` (every schedule as written)")?,
-    }
-    writeln!(
-        out,
-        "\n{:<16} {:<16} {:>9} {:>9} {:>10} {:>11}  backfill left",
-        "pipeline", "schedule", "runs/day", "reqs/run", "reqs/day", "reqs/month"
-    )?;
-    for p in &f.pipelines {
-        let backfill = match (p.backfill_requests, p.backfill_unknown) {
-            (Some(n), _) => format!("{n} requests"),
-            (None, true) => "unknown (no total yet)".into(),
-            (None, false) => "-".into(),
-        };
-        writeln!(
-            out,
-            "{:<16} {:<16} {:>9.1} {:>8.1}{} {:>10.0} {:>11.0}  {backfill}",
-            p.pipeline,
-            p.schedule,
-            p.runs_per_day,
-            p.requests_per_run,
-            if p.basis == "least" { "*" } else { " " },
-            p.per_day,
-            p.per_month
-        )?;
-    }
-    if let Some(stream) = f.stream.as_ref().filter(|s| s.connected) {
-        writeln!(
-            out,
-            "{:<16} {:<16} {:>9.1} {:>8.1}  {:>10.0} {:>11.0}  -",
-            "(live stream)",
-            format!("{} connected", stream.pipelines.join(",")),
-            stream.per_day,
-            1.0,
-            stream.per_day,
-            stream.per_day * 30.0
-        )?;
-    }
-    writeln!(
-        out,
-        "{:<16} {:<16} {:>9} {:>9} {:>10.0} {:>11.0}  {} requests",
-        "total", "", "", "", f.per_day, f.per_month, f.backfill_requests
-    )?;
-    writeln!(out, "* not run since its first sync: the least its routes allow")?;
-    if f.pipelines.iter().any(|p| p.schedule.starts_with("auto")) {
-        writeln!(
-            out,
-            "auto: intervals derived to plan at most {:.0}% of the quota (pipelines.quota_share), most important first",
-            f.quota_share * 100.0
-        )?;
-    }
-    if let Some(stream) = &f.stream {
-        writeln!(
-            out,
-            "live stream ({}): {} ({})",
-            stream.mode,
-            if stream.connected { "connected" } else { "not connected" },
-            stream.reason
-        )?;
-    }
-    writeln!(out)?;
-    match (&f.limit, f.fits) {
-        (Some(limit), Some(fits)) => {
-            let quota = match (limit.per_day, limit.per_month) {
-                (Some(d), _) => format!("{d} a day"),
-                (None, Some(m)) => format!("{m} a month"),
-                _ => "no limit".into(),
-            };
-            writeln!(
-                out,
-                "quota {quota} ({}): {}",
-                limit.source,
-                if fits { "fits" } else { "does NOT fit" }
-            )?;
-        }
-        _ => writeln!(
-            out,
-            "quota unknown: set upstream.plan, pass --plan, or run once so the service's headers are seen"
-        )?,
-    }
-    match f.backfill_days {
-        Some(days) if f.backfill_requests > 0 => writeln!(
-            out,
-            "backfill: {} requests known left; about {:.1} days at what steady state leaves",
-            f.backfill_requests, days
-        )?,
-        _ if f.backfill_requests > 0 => writeln!(
-            out,
-            "backfill: {} requests known left; nothing is left over for it",
-            f.backfill_requests
-        )?,
-        _ => {}
-    }
-    for s in &f.suggestions {
-        writeln!(out, "to fit: {s}")?;
-    }
-    Ok(())
 }

@@ -194,9 +194,8 @@ impl Syncer {
     }
 
     /// The parts already stored of the companies' documents dated since
-    /// `since` (or undated), by company. One query for the run: asked
-    /// company by company, each query waited behind the commit in flight
-    ///.
+    /// `since` (or undated), by company. One query for the run: a query per
+    /// company would wait behind the commit in flight each time.
     async fn stored_parts(
         &self,
         feed: &DocumentParts,

@@ -7,10 +7,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::clock::Clock;
-use crate::config::{ApiKey, Config};
-use crate::sink::lock::WriterLock;
-use crate::upstream::{Access, BodyError, Client, UpstreamError};
+use fdsync_core::clock::Clock;
+use fdsync_core::config::{ApiKey, Config};
+use fdsync_core::sink::lock::WriterLock;
+use fdsync_core::upstream::{Access, BodyError, Client, UpstreamError};
 
 /// The one request `check` sends: keyed, so the service judges the key and
 /// answers with the key's quota headers, and the smallest answer a keyed
@@ -40,7 +40,7 @@ pub struct Check {
     exit_code: u8,
     /// The quota the service's headers named (the `quota` check).
     #[serde(skip)]
-    limit: Option<crate::plan::Limit>,
+    limit: Option<fdsync_core::planner::cost::Limit>,
 }
 
 #[derive(Debug, Serialize)]
@@ -159,7 +159,7 @@ pub async fn run(config_path: &Path) -> Report {
 
 fn pipelines(config: &Config) -> Check {
     let dir = &config.pipelines.dir;
-    match crate::pipeline::load_dir(dir, config.pipelines.enabled.as_deref()) {
+    match fdsync_core::pipeline::load_dir(dir, config.pipelines.enabled.as_deref()) {
         Ok(pipelines) if pipelines.is_empty() => Check::fail(
             "pipelines",
             2,
@@ -214,7 +214,7 @@ async fn service(config: &Config, key: ApiKey) -> Vec<Check> {
     let base = &config.upstream.base_url;
     // Two attempts: a wrong address should be reported in seconds, not after
     // a sync's patient retries; the key is already read, so no key file is watched.
-    let upstream = crate::config::UpstreamConfig {
+    let upstream = fdsync_core::config::UpstreamConfig {
         max_attempts: config.upstream.max_attempts.min(2),
         api_key_file: None,
         ..config.upstream.clone()
@@ -292,14 +292,14 @@ fn quota(client: &Client) -> Check {
     };
     let window = q.window.as_deref().unwrap_or("window");
     let published = |plan| {
-        let limit = crate::plan::Limit::of(plan);
+        let limit = fdsync_core::planner::cost::Limit::of(plan);
         match window {
             "day" => limit.per_day,
             "month" => limit.per_month,
             _ => None,
         }
     };
-    use crate::config::Plan;
+    use fdsync_core::config::Plan;
     let plan = match q.limit {
         l if l.is_some() && l == published(Plan::Free) => "the Free plan",
         l if l.is_some() && l == published(Plan::Build) => "the Build plan",
@@ -315,7 +315,7 @@ fn quota(client: &Client) -> Check {
         .map(|t| format!(", resets {}", t.format("%Y-%m-%dT%H:%MZ")))
         .unwrap_or_default();
     let detail = format!("{plan} by its headers: {remaining} of {limit} left this {window}{resets}{minute}");
-    let named = q.limit.map(|l| crate::plan::Limit {
+    let named = q.limit.map(|l| fdsync_core::planner::cost::Limit {
         per_day: (window == "day").then_some(l),
         per_month: (window == "month").then_some(l),
         source: format!("the quota the service's headers named ({l} a {window})"),
@@ -337,9 +337,9 @@ fn quota(client: &Client) -> Check {
 /// `daemon.stream`, held against the quota the service's headers named (the
 /// `quota` check's), else `upstream.plan`, else the Free plan's.
 fn stream(config: &Config, checks: &[Check]) -> Option<Check> {
-    let pipelines = crate::pipeline::load_dir(&config.pipelines.dir, config.pipelines.enabled.as_deref()).ok()?;
+    let pipelines = fdsync_core::pipeline::load_dir(&config.pipelines.dir, config.pipelines.enabled.as_deref()).ok()?;
     let limit = checks.iter().find_map(|c| c.limit.clone());
-    let planned = crate::plan::stream_of(config, &pipelines, None, limit, chrono::Utc::now())
+    let planned = fdsync_core::planner::cost::stream_of(config, &pipelines, None, limit, chrono::Utc::now())
         .ok()
         .flatten()?;
     let detail = format!(
@@ -424,7 +424,7 @@ fn fields(path: &Path) -> Check {
         return Check::ok("fields", "no warehouse yet, so no field to report".into());
     }
     let holder = WriterLock::holder_of(path);
-    let seen = crate::sink::duckdb::reader::BookkeepingReader::open(path, holder.as_ref())
+    let seen = fdsync_core::sink::duckdb::reader::BookkeepingReader::open(path, holder.as_ref())
         .and_then(|reader| reader.unknown_fields());
     match seen {
         Err(e) => Check::skipped("fields", &format!("the warehouse could not be read: {e}")),
@@ -448,7 +448,7 @@ fn fields(path: &Path) -> Check {
 
 async fn lake(config: &Config) -> Check {
     let fix = "check [warehouse] parquet_dir and the store's credentials in the environment (AWS_*, GOOGLE_*, AZURE_*)";
-    let lake = match crate::lake::Lake::configured(&config.warehouse) {
+    let lake = match fdsync_core::lake::Lake::configured(&config.warehouse) {
         Ok(Some(lake)) => lake,
         Ok(None) => return Check::ok("lake", "none configured ([warehouse] parquet_dir)".into()),
         Err(e) => return Check::fail("lake", 2, e.to_string(), fix.into()),

@@ -12,7 +12,7 @@
 
 use chrono::{Duration, NaiveDate};
 
-use super::{Progress, Shortfall, SyncError, Syncer, upstream_error};
+use super::{Progress, Shortfall, SyncError, Syncer, Turn, upstream_error};
 use crate::bookkeeping::{BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, DATES_PARTITION, PENDING_PARTITION};
 use crate::feeds::Windows;
 use crate::pipeline::Pipeline;
@@ -47,6 +47,17 @@ struct WindowRows {
     limit: Option<u64>,
     /// The body's hash: a page that repeats the one before it ignored the offset.
     digest: u64,
+}
+
+/// One read of [`Syncer::read_window`]: its direction, whether it is the
+/// pipeline's first, the days it covers (`from` open: back to the start of
+/// what the service serves) and where an earlier read of them stopped.
+struct WindowRead {
+    direction: Direction,
+    first_run: bool,
+    from: Option<NaiveDate>,
+    to: NaiveDate,
+    start: Option<LastRead>,
 }
 
 impl Syncer {
@@ -96,18 +107,15 @@ impl Syncer {
                 // A bare day was read through: from the day before it.
                 (None, None) => (position.from - Duration::days(1), None),
             };
-            self.read_window(
-                pipeline,
-                feed,
-                run_id,
-                Direction::Fresh,
-                false,
-                Some(from),
-                today,
+            let read = WindowRead {
+                direction: Direction::Fresh,
+                first_run: false,
+                from: Some(from),
+                to: today,
                 start,
-                progress,
-            )
-            .await?;
+            };
+            self.read_window(Turn { pipeline, run_id }, feed, read, progress)
+                .await?;
             if pending.is_some() {
                 let checkpoint = Checkpoint {
                     pipeline: pipeline.name.clone(),
@@ -133,18 +141,15 @@ impl Syncer {
             return Ok(());
         }
         let first_run = read_through.is_none();
-        self.read_window(
-            pipeline,
-            feed,
-            run_id,
-            Direction::Backfill,
+        let read = WindowRead {
+            direction: Direction::Backfill,
             first_run,
-            horizon,
+            from: horizon,
             to,
-            None,
-            progress,
-        )
-        .await?;
+            start: None,
+        };
+        self.read_window(Turn { pipeline, run_id }, feed, read, progress)
+            .await?;
         if !dates_checked {
             self.dates_are_inclusive(pipeline, feed, run_id, progress).await?;
         }
@@ -200,24 +205,51 @@ impl Syncer {
         Ok(true)
     }
 
+    /// One page of a window read: its rows, records, the service's count and
+    /// limit, and a digest of the body that tells a page sent twice.
+    async fn window_page(&self, feed: &Windows, run_id: &str, route: &str) -> Result<WindowRows, SyncError> {
+        let read = feed.read;
+        let fetched = self
+            .client
+            .get(route, Access::Key, |body| {
+                let mut rows = Rows::new(run_id, route, self.clock.now());
+                let page = read(&mut rows, body)?;
+                Ok(WindowRows {
+                    rows,
+                    records: page.records,
+                    total: page.total,
+                    limit: page.limit,
+                    digest: {
+                        use std::hash::{Hash, Hasher};
+                        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                        body.hash(&mut hasher);
+                        hasher.finish()
+                    },
+                })
+            })
+            .await
+            .map_err(upstream_error)?;
+        Ok(fetched.value)
+    }
+
     /// Reads every record dated `from` to `to`, a page at a time, each page
     /// committed with how far the read is known complete.
-    #[allow(clippy::too_many_arguments)]
     async fn read_window(
         &self,
-        pipeline: &Pipeline,
+        Turn { pipeline, run_id }: Turn<'_>,
         feed: &Windows,
-        run_id: &str,
-        direction: Direction,
-        first_run: bool,
-        mut from: Option<NaiveDate>,
-        mut to: NaiveDate,
-        start: Option<LastRead>,
+        read: WindowRead,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
+        let WindowRead {
+            direction,
+            first_run,
+            mut from,
+            mut to,
+            start,
+        } = read;
         let mut limit = pipeline.params.page_limit.unwrap_or(200);
         let newest_first = direction == Direction::Backfill;
-        let read = feed.read;
         // Where the read is: the offset past the last record read, and that
         // record (the next page starts with it).
         let mut offset = start.as_ref().map_or(0, |s| s.offset);
@@ -249,27 +281,7 @@ impl Syncer {
                 pipeline.route,
                 (feed.query)(from, to, newest_first, limit, asked)
             );
-            let fetched = self
-                .client
-                .get(&route, Access::Key, |body| {
-                    let mut rows = Rows::new(run_id, &route, self.clock.now());
-                    let page = read(&mut rows, body)?;
-                    Ok(WindowRows {
-                        rows,
-                        records: page.records,
-                        total: page.total,
-                        limit: page.limit,
-                        digest: {
-                            use std::hash::{Hash, Hasher};
-                            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-                            body.hash(&mut hasher);
-                            hasher.finish()
-                        },
-                    })
-                })
-                .await
-                .map_err(upstream_error)?;
-            let page = fetched.value;
+            let page = self.window_page(feed, run_id, &route).await?;
             if !page.records.is_empty() && previous_digest.replace(page.digest) == Some(page.digest) {
                 return Err(SyncError::Other(format!(
                     "{route}: the service sent the same page for two offsets; stopped rather than page through it again"
@@ -313,12 +325,8 @@ impl Syncer {
                 // from offset 0 with the window narrowed to the last day read,
                 // which moves it past the cap; the list ends where a read
                 // ends on a short page.
-                let narrowed = match (*last_date, in_date_order, direction) {
-                    (Some(day), true, Direction::Backfill) if day < to => Some((from, day)),
-                    (Some(day), true, Direction::Fresh) if from.is_none_or(|f| day > f) => Some((Some(day), to)),
-                    _ => None,
-                };
-                let Some((narrowed_from, narrowed_to)) = narrowed else {
+                let Some((narrowed_from, narrowed_to)) = narrowed(*last_date, in_date_order, direction, (from, to))
+                else {
                     return Err(SyncError::Other(format!(
                         "{route}: an empty page at offset {asked} right after a full one, and no total: the service may stop \
                          paging by offset there, and the records read cannot narrow the window past it (all of one day, \
@@ -347,22 +355,7 @@ impl Syncer {
             }
             last_page_full = count >= u64::from(limit);
             newest_seen = page.records.iter().filter_map(|(_, d)| *d).chain(newest_seen).max();
-            // Each date against the one before it, the last page's last included.
-            let mut previous = last.as_ref().and_then(|l| l.1);
-            for (_, date) in &page.records {
-                in_date_order &= match (*date, previous) {
-                    (None, _) => false,
-                    (Some(d), Some(p)) => {
-                        if newest_first {
-                            d <= p
-                        } else {
-                            d >= p
-                        }
-                    }
-                    (Some(_), None) => true,
-                };
-                previous = *date;
-            }
+            in_date_order &= in_date_order_after(&page.records, last.as_ref().and_then(|l| l.1), newest_first);
             // Only the service says where a window ends: an empty page (past
             // the overlap) or the offset at its total. A short page is not the end.
             let done = fresh_records == 0 || page.total.is_some_and(|t| offset >= t);
@@ -395,47 +388,19 @@ impl Syncer {
                 }
                 _ => None,
             };
-            let cursor = match (done, direction) {
-                // Read again from the window's first day, next run.
-                (true, Direction::Fresh) if shortfall.is_some() => from.map(|from| format!("{from}@")),
-                // The backfill stays where its last page left it.
-                (true, Direction::Backfill) if shortfall.is_some() => None,
-                // Read whole but not in date order (a service that ignores
-                // `sort`): the last record is not the newest, so the next
-                // read starts at the newest day seen, from offset 0.
-                (true, Direction::Fresh) if !in_date_order => newest_seen.or(from).map(|day| format!("{day}@")),
-                // Where the next run goes on: this window, past this record.
-                (_, Direction::Fresh) => match (page.records.last().or(last.as_ref()), from) {
-                    (Some((key, Some(date))), Some(from)) => Some(
-                        ReadPosition {
-                            from,
-                            last: Some(LastRead {
-                                offset,
-                                key: key.clone(),
-                                date: *date,
-                            }),
-                        }
-                        .to_string(),
-                    ),
-                    _ if done => Some(to.to_string()),
-                    _ => None,
-                },
-                (true, Direction::Backfill) => Some(from.map_or(BACKFILL_COMPLETE.to_owned(), |d| d.to_string())),
-                // Days past the last record's are read whole, when in order.
-                (false, Direction::Backfill) if in_date_order => page
-                    .records
-                    .last()
-                    .and_then(|r| r.1)
-                    .and_then(|d| d.succ_opt())
-                    .map(|reached| {
-                        Backfill {
-                            reached,
-                            left: page.total.map(|t| t.saturating_sub(offset)),
-                        }
-                        .to_string()
-                    }),
-                (false, Direction::Backfill) => None,
-            };
+            let cursor = PageEnd {
+                direction,
+                done,
+                short: shortfall.is_some(),
+                in_date_order,
+                newest_seen,
+                window: (from, to),
+                offset,
+                total: page.total,
+                page_last: page.records.last(),
+                read_last: last.as_ref(),
+            }
+            .cursor();
             let checkpoint = cursor.map(|cursor| Checkpoint {
                 pipeline: pipeline.name.clone(),
                 partition: match direction {
@@ -461,6 +426,112 @@ impl Syncer {
             }
             last = page.records.last().cloned();
         }
+    }
+}
+
+/// Where a window read stands after a page: what its checkpoint says.
+struct PageEnd<'a> {
+    direction: Direction,
+    /// The service said the window ends here.
+    done: bool,
+    /// The window read whole holds fewer records than the service counts.
+    short: bool,
+    in_date_order: bool,
+    newest_seen: Option<NaiveDate>,
+    window: (Option<NaiveDate>, NaiveDate),
+    /// The offset past the page's last record.
+    offset: u64,
+    total: Option<u64>,
+    page_last: Option<&'a (String, Option<NaiveDate>)>,
+    /// The last record read before this page.
+    read_last: Option<&'a (String, Option<NaiveDate>)>,
+}
+
+impl PageEnd<'_> {
+    /// The cursor the page commits with; `None` leaves the checkpoint as it is.
+    fn cursor(&self) -> Option<String> {
+        let (from, to) = self.window;
+        match (self.done, self.direction) {
+            // Read again from the window's first day, next run.
+            (true, Direction::Fresh) if self.short => from.map(|from| format!("{from}@")),
+            // The backfill stays where its last page left it.
+            (true, Direction::Backfill) if self.short => None,
+            // Read whole but not in date order (a service that ignores
+            // `sort`): the last record is not the newest, so the next
+            // read starts at the newest day seen, from offset 0.
+            (true, Direction::Fresh) if !self.in_date_order => self.newest_seen.or(from).map(|day| format!("{day}@")),
+            // Where the next run goes on: this window, past this record.
+            (_, Direction::Fresh) => match (self.page_last.or(self.read_last), from) {
+                (Some((key, Some(date))), Some(from)) => Some(
+                    ReadPosition {
+                        from,
+                        last: Some(LastRead {
+                            offset: self.offset,
+                            key: key.clone(),
+                            date: *date,
+                        }),
+                    }
+                    .to_string(),
+                ),
+                _ if self.done => Some(to.to_string()),
+                _ => None,
+            },
+            (true, Direction::Backfill) => Some(from.map_or(BACKFILL_COMPLETE.to_owned(), |d| d.to_string())),
+            // Days past the last record's are read whole, when in order.
+            (false, Direction::Backfill) if self.in_date_order => self
+                .page_last
+                .and_then(|r| r.1)
+                .and_then(|d| d.succ_opt())
+                .map(|reached| {
+                    Backfill {
+                        reached,
+                        left: self.total.map(|t| t.saturating_sub(self.offset)),
+                    }
+                    .to_string()
+                }),
+            (false, Direction::Backfill) => None,
+        }
+    }
+}
+
+/// Whether `records` keep to date order (newest first or oldest first),
+/// each against the one before it, from the `previous` page's last date.
+fn in_date_order_after(
+    records: &[(String, Option<NaiveDate>)],
+    mut previous: Option<NaiveDate>,
+    newest_first: bool,
+) -> bool {
+    let mut in_order = true;
+    for (_, date) in records {
+        in_order &= match (*date, previous) {
+            (None, _) => false,
+            (Some(d), Some(p)) => {
+                if newest_first {
+                    d <= p
+                } else {
+                    d >= p
+                }
+            }
+            (Some(_), None) => true,
+        };
+        previous = *date;
+    }
+    in_order
+}
+
+/// The window narrowed to the last day read, which moves an offset read past
+/// a cap on offset paging; `None` when that day cannot narrow it (records not
+/// in date order, or all of the window's edge day).
+fn narrowed(
+    last_date: Option<NaiveDate>,
+    in_date_order: bool,
+    direction: Direction,
+    (from, to): (Option<NaiveDate>, NaiveDate),
+) -> Option<(Option<NaiveDate>, NaiveDate)> {
+    match (last_date, in_date_order, direction) {
+        (Some(day), true, Direction::Backfill) if day < to => Some((from, day)),
+        (Some(day), true, Direction::Fresh) if from.is_none_or(|f| day > f) => Some((Some(day), to)),
+        _ => None,
     }
 }
 

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::windows::PENDING_LOOKBACK_DAYS;
-use super::{Member, Progress, SyncError, Syncer, found_for, send_fetched};
+use super::offset_windows::PENDING_LOOKBACK_DAYS;
+use super::{Member, Progress, SyncError, Syncer, Turn, found_for, send_fetched};
 use crate::feeds::{CompanyIndex, Entry};
 use crate::pipeline::Pipeline;
 use crate::records::Rows;
@@ -59,7 +59,7 @@ impl Syncer {
             for member in members {
                 let (known, limit) = (known.get(&member.key).cloned(), limits.get(&member.key).copied());
                 let step = match self
-                    .company_index(pipeline, feed, run_id, &member, known, limit, &mut noted)
+                    .company_index(Turn { pipeline, run_id }, feed, &member, known, limit, &mut noted)
                     .await
                 {
                     Ok(Some((rows, checkpoint))) => Ok((rows, checkpoint.into_iter().collect())),
@@ -77,12 +77,10 @@ impl Syncer {
 
     /// One company's index page and the checkpoint after it; `None` when the
     /// company is unknown (404, noted).
-    #[allow(clippy::too_many_arguments)]
     async fn company_index(
         &self,
-        pipeline: &Pipeline,
+        Turn { pipeline, run_id }: Turn<'_>,
         feed: &CompanyIndex,
-        run_id: &str,
         member: &Member,
         known: Option<IndexCursor>,
         limit: Option<i64>,

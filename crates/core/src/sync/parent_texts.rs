@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Duration, Utc};
 use futures::{FutureExt, StreamExt};
 
-use super::{Member, Progress, Shortfall, SyncError, Syncer, upstream_error};
+use super::{Member, Progress, Shortfall, SyncError, Syncer, Turn, upstream_error};
 use crate::feeds::ParentTexts;
 use crate::pipeline::Pipeline;
 use crate::records::Rows;
@@ -123,89 +123,9 @@ impl Syncer {
             );
         }
         let empties = &empties;
-        let read = feed.read;
-        let fetch = |(company, id, part): (String, String, String)| {
-            let path = pipeline
-                .route
-                .replace("{company}", &encode(&company))
-                .replace("{accession}", &encode(&id));
-            async move {
-                let mut listed = Vec::new();
-                let mut rows = Rows::new(run_id, &path, self.clock.now());
-                let mut asked = Asked::default();
-                let mut queue = vec![part];
-                while let Some(part) = queue.pop() {
-                    if !self.client.may_backfill() {
-                        return (rows, listed, asked, Ok(true));
-                    }
-                    asked.parts += 1;
-                    let route = if part.is_empty() {
-                        path.clone()
-                    } else {
-                        format!("{path}?{}={}", feed.part_query, encode(&part))
-                    };
-                    let fetched = self
-                        .client
-                        // A whole body that is not UTF-8 is the service's bad
-                        // record, not a failed request: quarantined, not retried.
-                        .get(&route, Access::Key, |body| {
-                            Ok(String::from_utf8(body.to_vec()).map_err(|e| {
-                                (
-                                    String::from_utf8_lossy(body).into_owned(),
-                                    format!("text is not UTF-8: {e}"),
-                                )
-                            }))
-                        })
-                        .await;
-                    match fetched {
-                        Ok(f) => {
-                            rows.route = route;
-                            let text = match f.value {
-                                Ok(text) => json_string_text(f.media_type.as_deref(), text),
-                                bad => bad,
-                            };
-                            match text {
-                                // Item text never changes once served: an empty
-                                // one is a text not ready yet, not the text.
-                                Ok(text) if text.trim().is_empty() => {
-                                    let partition = empty_partition(&id, &part);
-                                    let tries = empties.get(&partition).map_or(0, |e| e.tries) + 1;
-                                    asked.empty.push(Checkpoint {
-                                        pipeline: pipeline.name.clone(),
-                                        cursor: EmptyText::after(tries, self.clock.now()).to_string(),
-                                        partition,
-                                    });
-                                }
-                                Ok(text) => {
-                                    read(&mut rows, &text, &company, &id, &part);
-                                    asked.stored += 1;
-                                }
-                                Err((lossy, why)) => rows.quarantine(&lossy, why),
-                            }
-                        }
-                        // The document has coded parts after all: the 400 lists them.
-                        Err(UpstreamError::BadRequest { body, .. }) if part.is_empty() && body.items.is_some() => {
-                            asked.parts -= 1;
-                            listed = body.items.unwrap_or_default();
-                            match self.stored_parts_of(feed, &id).await {
-                                Ok(stored) => queue
-                                    .extend(listed.iter().filter(|p| !p.is_empty() && !stored.contains(*p)).cloned()),
-                                Err(e) => return (rows, listed, asked, Err(e)),
-                            }
-                        }
-                        // A refused part (a 404, a 402, a body past the size cap) is
-                        // missing from what the document counts; the others go on.
-                        Err(e) if e.is_refusal() => {
-                            if let Ok(refusal) = e.into_refusal() {
-                                asked.problems.push(refusal.to_string());
-                            }
-                        }
-                        Err(e) => return (rows, listed, asked, Err(upstream_error(e))),
-                    }
-                }
-                (rows, listed, asked, Ok(false))
-            }
-            .boxed()
+        let fetch = |missing| {
+            self.document_texts(Turn { pipeline, run_id }, feed, empties, missing)
+                .boxed()
         };
         // Each made when its turn comes: see `run_per_company`.
         let mut results = futures::stream::iter(missing)
@@ -242,6 +162,99 @@ impl Syncer {
             });
         }
         outcome
+    }
+
+    /// One document's missing text (`part`), or, when the uncoded part is
+    /// refused with the document's list of coded parts, each coded part not
+    /// stored yet: the rows read, the parts the document listed, what was
+    /// asked, and whether the quota's backfill share stopped it (`Ok(true)`).
+    async fn document_texts(
+        &self,
+        Turn { pipeline, run_id }: Turn<'_>,
+        feed: &ParentTexts,
+        empties: &HashMap<String, EmptyText>,
+        (company, id, part): (String, String, String),
+    ) -> (Rows, Vec<String>, Asked, Result<bool, SyncError>) {
+        let read = feed.read;
+        let path = pipeline
+            .route
+            .replace("{company}", &encode(&company))
+            .replace("{accession}", &encode(&id));
+        let mut listed = Vec::new();
+        let mut rows = Rows::new(run_id, &path, self.clock.now());
+        let mut asked = Asked::default();
+        let mut queue = vec![part];
+        while let Some(part) = queue.pop() {
+            if !self.client.may_backfill() {
+                return (rows, listed, asked, Ok(true));
+            }
+            asked.parts += 1;
+            let route = if part.is_empty() {
+                path.clone()
+            } else {
+                format!("{path}?{}={}", feed.part_query, encode(&part))
+            };
+            let fetched = self
+                .client
+                // A whole body that is not UTF-8 is the service's bad
+                // record, not a failed request: quarantined, not retried.
+                .get(&route, Access::Key, |body| {
+                    Ok(String::from_utf8(body.to_vec()).map_err(|e| {
+                        (
+                            String::from_utf8_lossy(body).into_owned(),
+                            format!("text is not UTF-8: {e}"),
+                        )
+                    }))
+                })
+                .await;
+            match fetched {
+                Ok(f) => {
+                    rows.route = route;
+                    let text = match f.value {
+                        Ok(text) => json_string_text(f.media_type.as_deref(), text),
+                        bad => bad,
+                    };
+                    match text {
+                        // Item text never changes once served: an empty
+                        // one is a text not ready yet, not the text.
+                        Ok(text) if text.trim().is_empty() => {
+                            let partition = empty_partition(&id, &part);
+                            let tries = empties.get(&partition).map_or(0, |e| e.tries) + 1;
+                            asked.empty.push(Checkpoint {
+                                pipeline: pipeline.name.clone(),
+                                cursor: EmptyText::after(tries, self.clock.now()).to_string(),
+                                partition,
+                            });
+                        }
+                        Ok(text) => {
+                            read(&mut rows, &text, &company, &id, &part);
+                            asked.stored += 1;
+                        }
+                        Err((lossy, why)) => rows.quarantine(&lossy, why),
+                    }
+                }
+                // The document has coded parts after all: the 400 lists them.
+                Err(UpstreamError::BadRequest { body, .. }) if part.is_empty() && body.items.is_some() => {
+                    asked.parts -= 1;
+                    listed = body.items.unwrap_or_default();
+                    match self.stored_parts_of(feed, &id).await {
+                        Ok(stored) => {
+                            queue.extend(listed.iter().filter(|p| !p.is_empty() && !stored.contains(*p)).cloned())
+                        }
+                        Err(e) => return (rows, listed, asked, Err(e)),
+                    }
+                }
+                // A refused part (a 404, a 402, a body past the size cap) is
+                // missing from what the document counts; the others go on.
+                Err(e) if e.is_refusal() => {
+                    if let Ok(refusal) = e.into_refusal() {
+                        asked.problems.push(refusal.to_string());
+                    }
+                }
+                Err(e) => return (rows, listed, asked, Err(upstream_error(e))),
+            }
+        }
+        (rows, listed, asked, Ok(false))
     }
 
     /// The parts of document `id` whose texts are already stored.

@@ -1,8 +1,6 @@
 //! The tests' kit: an emulator on 127.0.0.1:0, a throwaway warehouse, and a
-//! syncer wired to both, so each test reads as what it checks. One file for
-//! the integration tests under tests/ (as `util`) and for this crate's own
-//! tests, such as a feed module's ground-truth test (as `crate::testkit`):
-//! `fdsync_core::` names this crate in both.
+//! syncer wired to both, so each test reads as what it checks. The
+//! integration tests under tests/ name it `util`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -6,11 +6,11 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::error::SyncError;
-use crate::pipeline::Pipeline;
-use crate::sink::SinkHandle;
-use crate::sink::duckdb::reset::Reset;
-use crate::tables::TableDef;
+use fdsync_core::error::SyncError;
+use fdsync_core::pipeline::Pipeline;
+use fdsync_core::sink::SinkHandle;
+use fdsync_core::sink::duckdb::reset::Reset;
+use fdsync_core::tables::TableDef;
 
 #[derive(Debug, Serialize)]
 pub struct ResetReport {

@@ -1,0 +1,118 @@
+//! The `PerCompany` engine: one request per company of the universe, run
+//! `concurrency` at a time, each company's rows committed with its
+//! checkpoint (the newest date read, or "no mandate" for a company the
+//! service says has none of this data, asked again after `recheck_days`).
+
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+use futures::{FutureExt, StreamExt};
+
+use super::commit::send_fetched;
+use super::unserved::found_for;
+use super::{Member, NO_MANDATE, Progress, Syncer};
+use crate::error::SyncError;
+use crate::feeds::PerCompany;
+use crate::pipeline::Pipeline;
+use crate::records::Rows;
+use crate::sink::{Checkpoint, StoredCheckpoint};
+use crate::upstream::{Access, UpstreamError, encode};
+
+impl Syncer {
+    /// One request per company, its rows committed with the company's checkpoint.
+    pub(super) async fn run_per_company(
+        &self,
+        pipeline: &Pipeline,
+        feed: &PerCompany,
+        run_id: &str,
+        members: Vec<Member>,
+        checkpoints: HashMap<String, StoredCheckpoint>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let today = self.clock.now().date_naive();
+        let read = feed.read;
+        let recheck = chrono::Duration::days(i64::from(pipeline.params.recheck_days.unwrap_or(30)));
+        // A company the service said has none of this data is not asked again until the recheck is
+        // due.
+        let members: Vec<Member> = members
+            .into_iter()
+            .filter(|m| {
+                let since = checkpoints
+                    .get(&m.key)
+                    .and_then(|c| c.cursor.strip_prefix(NO_MANDATE))
+                    .and_then(|d| d.parse::<NaiveDate>().ok());
+                since.is_none_or(|d| today - d >= recheck)
+            })
+            .collect();
+        // Requests run `concurrency` at a time, sharing one rate budget; their
+        // results are committed one by one in member order.
+        let requests: Vec<(String, String, Option<NaiveDate>)> = members
+            .iter()
+            .map(|member| {
+                let path = pipeline.route.replace("{company}", &encode(&member.key));
+                let (route, partial) = match feed.query {
+                    Some(query) => {
+                        let last = checkpoints
+                            .get(&member.key)
+                            .and_then(|c| c.cursor.parse::<NaiveDate>().ok());
+                        (format!("{path}?{}", query(last, today, &pipeline.params)), last)
+                    }
+                    None => (path, None),
+                };
+                (member.key.clone(), route, partial)
+            })
+            .collect();
+        // Each request's future is made when its turn comes: made up front,
+        // every company's future would be held until the last was committed.
+        // Boxed, the run future is proven Send over the lazy adapter
+        // (rust-lang/rust#102211).
+        let fetch = move |(key, route, partial): (String, String, Option<NaiveDate>)| {
+            async move {
+                let fetched = self
+                    .client
+                    .get(&route, Access::Key, |body| {
+                        let mut rows = Rows::new(run_id, &route, self.clock.now());
+                        let newest = read(&mut rows, body, &key)?;
+                        Ok((rows, newest))
+                    })
+                    .await;
+                (key, partial, fetched)
+            }
+            .boxed()
+        };
+        let concurrency = self.config.upstream.concurrency;
+        let absent_on_404 = feed.absent_on_404;
+        self.commit_as_fetched(run_id, progress, self.policy().company_group, |done| async move {
+            let mut noted = Progress::default();
+            let mut results = futures::stream::iter(requests).map(fetch).buffered(concurrency);
+            while let Some((key, partial, fetched)) = results.next().await {
+                let ready = if absent_on_404 && let Err(UpstreamError::NotFound { .. }) = &fetched {
+                    let checkpoint = Checkpoint {
+                        pipeline: pipeline.name.clone(),
+                        partition: key,
+                        cursor: format!("{NO_MANDATE}{today}"),
+                    };
+                    Ok((Rows::new(run_id, &pipeline.route, self.clock.now()), vec![checkpoint]))
+                } else {
+                    match found_for(fetched, &mut noted, &key) {
+                        Ok(Some((rows, newest))) => {
+                            let checkpoint = Checkpoint {
+                                pipeline: pipeline.name.clone(),
+                                partition: key,
+                                cursor: newest.max(partial).map(|d| d.to_string()).unwrap_or_default(),
+                            };
+                            Ok((rows, vec![checkpoint]))
+                        }
+                        Ok(None) => continue,
+                        Err(e) => Err(e),
+                    }
+                };
+                if !send_fetched(&done, ready).await {
+                    break;
+                }
+            }
+            noted
+        })
+        .await
+    }
+}
