@@ -6,7 +6,6 @@ use std::collections::HashSet;
 use fdsync_core::feeds::FEEDS;
 use fdsync_emulator::{self as emulator, EmulatorConfig};
 
-use crate::rust_names::{rust_hashed, rust_key};
 use crate::util::repo;
 
 /// The `.rs` files directly in each of `dirs` (paths from the checkout), sorted.
@@ -143,10 +142,8 @@ fn every_source_file_is_formatted() {
 }
 
 /// The linker's layout list names DuckDB's functions, so it holds only for
-/// the DuckDB it was written from; fdsync's Rust functions are in a linker
-/// script as patterns without the hash that differs between builds of one
-/// commit. A stale layout costs memory, not correctness, so most of its
-/// names and patterns, not all, must be in the built binary.
+/// the DuckDB it was written from. A stale list costs memory, not
+/// correctness, so most of its names, not all, must be in the shipped binary.
 #[test]
 fn the_linker_layout_is_for_the_pinned_duckdb_and_this_build() {
     let lock = std::fs::read_to_string(repo().join("Cargo.lock")).unwrap();
@@ -157,8 +154,7 @@ fn the_linker_layout_is_for_the_pinned_duckdb_and_this_build() {
         .map(|v| v.trim_matches('"').to_owned())
         .expect("Cargo.lock pins duckdb");
     let list = std::fs::read_to_string(repo().join("link/symbol-order.txt")).unwrap();
-    let script = std::fs::read_to_string(repo().join("link/rust-order.ld")).unwrap();
-    let again = "write them again (`cargo dist && cargo dist-bench symbol-order`, needs valgrind)";
+    let again = "write it again (`cargo dist && cargo dist-bench symbol-order`, needs valgrind)";
     let written_for = list
         .lines()
         .find_map(|l| l.strip_prefix("# duckdb = "))
@@ -167,61 +163,36 @@ fn the_linker_layout_is_for_the_pinned_duckdb_and_this_build() {
         written_for, pinned,
         "link/symbol-order.txt was written for DuckDB {written_for}, the build pins {pinned}: {again}"
     );
-    // build.rs hands both to the linker on x86_64 Linux only, in the shipped build.
+    let names: Vec<&str> = list.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).collect();
+    // A Rust name, v0 (`_R`) or legacy (its crate's hash, `17h` and 16 hex
+    // digits, before the final `E`), changes with every build.
+    let rust = |n: &str| {
+        n.starts_with("_R")
+            || n.strip_suffix('E')
+                .and_then(|s| s.len().checked_sub(19).map(|at| &s[at..]))
+                .is_some_and(|t| t.starts_with("17h") && t[3..].bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    assert!(
+        names.iter().all(|n| !rust(n)),
+        "link/symbol-order.txt names Rust functions, whose names differ between builds: C and C++ names only"
+    );
+    // build.rs hands the list to the linker on x86_64 Linux only, in the shipped build.
     if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
         return;
     }
     crate::tools::needs!(ReleaseBinary);
-    let binary = crate::tools::release_binary();
     let nm = std::process::Command::new("nm")
         .args(["--defined-only", "--format=just-symbols"])
-        .arg(&binary)
+        .arg(crate::tools::release_binary())
         .output()
         .expect("nm (binutils) reads the binary's symbols");
     assert!(nm.status.success(), "{}", String::from_utf8_lossy(&nm.stderr));
     let symbols: HashSet<&str> = std::str::from_utf8(&nm.stdout).unwrap().lines().collect();
-    let names: Vec<&str> = list.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).collect();
-    assert!(
-        names.iter().all(|n| !rust_hashed(n)),
-        "link/symbol-order.txt names Rust functions, whose names differ between builds: C and C++ names only"
-    );
     let found = names.iter().filter(|n| symbols.contains(*n)).count();
     assert!(
         !names.is_empty() && found * 4 >= names.len() * 3,
         "only {found} of link/symbol-order.txt's {} functions are in the built binary: {again}",
         names.len()
-    );
-
-    let keys: HashSet<String> = symbols.iter().filter_map(|s| rust_key(s)).collect();
-    let patterns: Vec<&str> = script
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("*(.text.")?.strip_suffix(')'))
-        .collect();
-    let matched = patterns.iter().filter(|p| keys.contains(**p)).count();
-    assert!(
-        !patterns.is_empty() && matched * 4 >= patterns.len() * 3,
-        "only {matched} of link/rust-order.ld's {} patterns match a function of the built binary: {again}",
-        patterns.len()
-    );
-    // The patterns took effect: the section the script adds holds code.
-    let sections = std::process::Command::new("objdump")
-        .arg("-h")
-        .arg(&binary)
-        .output()
-        .expect("objdump (binutils) lists the binary's sections");
-    let sections = String::from_utf8_lossy(&sections.stdout);
-    let hot = sections
-        .lines()
-        .find_map(|l| {
-            let mut words = l.split_whitespace().skip(1);
-            (words.next() == Some(".text.fdsync_hot")).then(|| words.next().map(|size| u64::from_str_radix(size, 16)))
-        })
-        .flatten()
-        .expect("the binary has the .text.fdsync_hot section link/rust-order.ld adds")
-        .unwrap();
-    assert!(
-        hot > 1 << 20,
-        "link/rust-order.ld placed only {hot} bytes of code together"
     );
 }
 

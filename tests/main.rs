@@ -2,9 +2,6 @@
 //! file. Time is simulated: the clock is shared by the emulator and the client,
 //! so waiting out a rate window takes no real time.
 
-/// Rust function names as the linker layout sees them, shared with the bench that writes it.
-#[path = "../crates/bench/src/measure/rust_names.rs"]
-mod rust_names;
 /// The tools beyond Rust some tests need, and the line a test says when one is missing.
 mod tools;
 /// The emulator, warehouse and syncer every test wires up.

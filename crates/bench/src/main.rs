@@ -174,21 +174,17 @@ enum BenchCommand {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         rounds: u64,
     },
-    /// The functions that a small backfill, its no-change run and `fdsync
-    /// status` execute, each run under callgrind (valgrind must be
-    /// installed), written for the linker to place together (build.rs): C and
-    /// C++ names (DuckDB's, mostly) as a list, Rust ones as hash-free patterns
-    /// in a linker script. Needed again when the DuckDB pin moves or much of
-    /// fdsync's code is renamed, which a test tells; takes a few minutes.
+    /// The C and C++ functions (DuckDB's, mostly) that a small backfill, its
+    /// no-change run and `fdsync status` execute, each run under callgrind
+    /// (valgrind must be installed), written for the linker to place together
+    /// (build.rs). Needed again when the DuckDB pin moves, which a test tells;
+    /// takes a few minutes.
     ///
     /// Example: fdsync-bench symbol-order --out link/symbol-order.txt
     SymbolOrder {
         /// The list of C and C++ functions to write.
         #[arg(long, default_value = "link/symbol-order.txt")]
         out: PathBuf,
-        /// The linker script of Rust function patterns to write.
-        #[arg(long, default_value = "link/rust-order.ld")]
-        rust_out: PathBuf,
     },
     /// The bare Appender side of `bench backfill`, in its own process.
     #[command(hide = true)]
@@ -264,8 +260,8 @@ async fn run(config_path: &std::path::Path, command: BenchCommand) -> Result<()>
         } => {
             bench::backfill(&config()?, &sizes, &earlier, &limits, rounds, &mut out).await?;
         }
-        BenchCommand::SymbolOrder { out: target, rust_out } => {
-            bench::symbol_order(&config()?, &target, &rust_out, &mut out)?;
+        BenchCommand::SymbolOrder { out: target } => {
+            bench::symbol_order(&config()?, &target, &mut out)?;
         }
         BenchCommand::BackfillChild {
             base_url,

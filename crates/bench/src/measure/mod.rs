@@ -65,7 +65,6 @@ mod backfill;
 mod cold_start;
 mod ingest;
 mod lake;
-mod rust_names;
 mod symbol_order;
 pub use backfill::{Size as BackfillSize, backfill, child as backfill_child};
 pub use cold_start::{child as cold_start_child, cold_starts};

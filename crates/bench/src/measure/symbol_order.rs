@@ -1,15 +1,12 @@
-//! `fdsync-bench symbol-order`: the functions of the fdsync binary that a
-//! small backfill, its no-change run and `fdsync status` execute, each process
-//! run under callgrind, written for the linker (build.rs) to place together.
-//! The C and C++ ones (DuckDB's, mostly) go to a list of exact names, which
-//! change only with the DuckDB pin. The Rust ones go to a linker script as
-//! section-name patterns without their hash, because the hash changes with
-//! the features cargo unifies for a build and with every dependency bump,
-//! while the path before it does not.
+//! `fdsync-bench symbol-order`: the C and C++ functions (DuckDB's, mostly)
+//! of the shipped fdsync binary that a small backfill, its no-change run and
+//! `fdsync status` execute, each process run under callgrind, written for the
+//! linker (build.rs) to place together. Exact names, which change only with
+//! the DuckDB pin; Rust functions are left out, since their names change with
+//! every build.
 //!
-//! Both are sorted by name so that writing them again shows as a readable
-//! diff; the order within them does not matter, only that the functions sit
-//! together.
+//! Sorted by name so that writing the list again shows as a readable diff;
+//! the order within it does not matter, only that the functions sit together.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Write};
@@ -17,7 +14,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::backfill::{bench_environment, config_for, pipelines_for};
-use super::rust_names::{rust_hashed, rust_key};
 use super::{EmulatorProcess, failure, fresh_dir};
 
 /// Large enough that every stage of a backfill runs (news pages and their
@@ -27,17 +23,11 @@ const COMPANIES: u64 = 20;
 const ITEMS: u64 = 5_000;
 
 /// Runs the three processes under callgrind against an emulator of its own
-/// and writes the C and C++ functions they executed to `target` and the Rust
-/// ones to `rust_target`.
+/// and writes the C and C++ functions they executed to `target`.
 ///
 /// # Errors
 /// When valgrind is missing, a run fails, or a file cannot be written.
-pub fn symbol_order(
-    config: &fdsync_core::config::Config,
-    target: &Path,
-    rust_target: &Path,
-    out: &mut impl Write,
-) -> anyhow::Result<()> {
+pub fn symbol_order(config: &fdsync_core::config::Config, target: &Path, out: &mut impl Write) -> anyhow::Result<()> {
     let this = super::fdsync_binary().canonicalize()?;
     let emulator = EmulatorProcess::start()?;
     let dir = fresh_dir("symbol-order")?;
@@ -50,7 +40,6 @@ pub fn symbol_order(
     let sync: &[&str] = &["sync", "--once", "--all"];
     let runs = [("backfill", sync), ("no-change run", sync), ("status", &["status"])];
     let mut functions = BTreeSet::new();
-    let mut rust_patterns = BTreeSet::new();
     for (i, (what, args)) in runs.into_iter().enumerate() {
         let profile = dir.join(format!("callgrind.{i}"));
         let log = dir.join(format!("callgrind.{i}.stderr"));
@@ -82,30 +71,12 @@ pub fn symbol_order(
             )));
         }
         let executed = executed_functions(BufReader::new(std::fs::File::open(&profile)?), &this)?;
-        if executed.iter().any(|name| rust_hashed(name)) {
-            return Err(failure(format!(
-                "{} has legacy Rust symbol names, which change with every build: build it with \
-                 the workspace's .cargo/config.toml (symbol-mangling-version=v0)",
-                this.display()
-            )));
-        }
-        let before = rust_patterns.len();
-        let mut c_and_cpp = 0;
-        for name in executed {
-            match rust_key(&name) {
-                Some(pattern) => {
-                    rust_patterns.insert(pattern);
-                }
-                None => {
-                    c_and_cpp += 1;
-                    functions.insert(name);
-                }
-            }
-        }
+        let before = functions.len();
+        functions.extend(executed.into_iter().filter(|name| !is_rust(name)));
         writeln!(
             out,
-            "{what}: {c_and_cpp} C and C++ functions of fdsync executed, {} new Rust ones",
-            rust_patterns.len() - before
+            "{what}: {} new C and C++ functions of fdsync executed",
+            functions.len() - before
         )?;
     }
     let mut text = format!(
@@ -122,28 +93,17 @@ pub fn symbol_order(
     }
     std::fs::write(target, text).map_err(|e| failure(format!("cannot write {}: {e}", target.display())))?;
     writeln!(out, "{} functions written to {}", functions.len(), target.display())?;
-
-    let mut script = String::from(
-        "/* fdsync's Rust functions that a small backfill, its no-change run and\n\
-         \x20  `fdsync status` execute, placed together before .text (build.rs). Each\n\
-         \x20  pattern is a function's section without the hash its name ends in, so\n\
-         \x20  it holds across builds; written by `fdsync-bench symbol-order`. */\n\
-         SECTIONS {\n  .text.fdsync_hot : {\n",
-    );
-    for pattern in &rust_patterns {
-        script.push_str("    *(.text.");
-        script.push_str(pattern);
-        script.push_str(")\n");
-    }
-    script.push_str("  }\n} INSERT BEFORE .text;\n");
-    std::fs::write(rust_target, script).map_err(|e| failure(format!("cannot write {}: {e}", rust_target.display())))?;
-    writeln!(
-        out,
-        "{} Rust patterns written to {}",
-        rust_patterns.len(),
-        rust_target.display()
-    )?;
     Ok(())
+}
+
+/// Whether `symbol` is a Rust function's name: v0 (`_R...`), or legacy,
+/// which ends in its crate's hash (`17h` and 16 hex digits, then `E`).
+fn is_rust(symbol: &str) -> bool {
+    symbol.starts_with("_R")
+        || symbol
+            .strip_suffix('E')
+            .and_then(|s| s.len().checked_sub(19).map(|at| &s[at..]))
+            .is_some_and(|tail| tail.starts_with("17h") && tail[3..].bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// The DuckDB version the workspace's `Cargo.lock` pins.
@@ -215,6 +175,13 @@ fn executed_functions(profile: impl BufRead, object: &Path) -> anyhow::Result<BT
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rust_names_in_either_mangling_are_told_from_cpp_ones() {
+        assert!(is_rust("_RNvNtNtCsjrHSEGnQ3l9_3std2io5stdio"));
+        assert!(is_rust("_ZN6fdsync4main17h0123456789abcdefE"));
+        assert!(!is_rust("_ZN6duckdb8Database4OpenEv"));
+    }
 
     #[test]
     fn functions_of_the_object_only_by_number_and_name() {
