@@ -772,3 +772,48 @@ fn a_batch_merged_in_slices_keeps_the_last_row_of_each_key() {
         "the last one"
     );
 }
+
+/// Whether a run left work for the next is read from `_sync_runs.resumes`;
+/// runs logged before that column say it by their status or their error's
+/// words, and are read the same, with the column added or not.
+#[test]
+fn a_run_log_from_before_the_resumes_column_still_says_which_runs_resume() {
+    let conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch(&format!(
+        "CREATE TABLE _sync_runs (run_id VARCHAR, pipeline VARCHAR, started_at TIMESTAMPTZ, \
+         finished_at TIMESTAMPTZ, status VARCHAR, requests BIGINT, rows_written BIGINT, error VARCHAR, \
+         shortfall BIGINT);
+         INSERT INTO _sync_runs VALUES
+           ('r1', 'budget', '2026-11-01T00:00:00Z', NULL, 'partial', 5, 0, 'budget spent; {resumes}', 0),
+           ('r1', 'broken', '2026-11-01T00:00:00Z', NULL, 'failed', 5, 0, 'the route answered 500', 0),
+           ('r1', 'walled', '2026-11-01T00:00:00Z', NULL, 'quota_exhausted', 5, 0, NULL, 0);",
+        resumes = crate::bookkeeping::RESUMES
+    ))
+    .unwrap();
+    let read = |conn: &Connection| -> Vec<(String, bool)> {
+        let reader = reader::BookkeepingReader::on(conn.try_clone().unwrap());
+        let mut runs: Vec<(String, bool)> = reader
+            .last_runs()
+            .unwrap()
+            .into_iter()
+            .map(|(pipeline, run)| (pipeline, run.resumes))
+            .collect();
+        runs.sort();
+        runs
+    };
+    let expected = vec![
+        ("broken".to_owned(), false),
+        ("budget".to_owned(), true),
+        ("walled".to_owned(), true),
+    ];
+    assert_eq!(read(&conn), expected, "without the column");
+    conn.execute_batch(
+        "ALTER TABLE _sync_runs ADD COLUMN resumes BOOLEAN;
+         INSERT INTO _sync_runs VALUES ('r2', 'later', '2026-11-02T00:00:00Z', NULL, 'partial', 1, 0, 'a note', 0, true);",
+    )
+    .unwrap();
+    let mut expected = expected;
+    expected.push(("later".to_owned(), true));
+    expected.sort();
+    assert_eq!(read(&conn), expected, "with the column, old rows and new");
+}
