@@ -23,9 +23,17 @@ mod routes;
 mod shapes;
 pub mod wire;
 pub mod world;
-/// Each route family module's `routes`, added to the data routes (behind
-/// the key, the limits and the fault layers).
-const FAMILIES: &[fn(DataRouter) -> DataRouter] = &[geo::routes];
+/// Each route family module's `routes`: every data route (behind the key,
+/// the limits and the fault layers) is added by one of these, and a new
+/// family is one module with its `routes` and a line here.
+const FAMILIES: &[fn(DataRouter) -> DataRouter] = &[
+    routes::companies,
+    routes::events,
+    routes::market,
+    routes::account,
+    news_routes::routes,
+    geo::routes,
+];
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -49,7 +57,6 @@ use gate::{count, gate, inject_faults};
 pub use hostile::Hostile;
 use keys::Keyring;
 pub use keys::{Account, Credits};
-use news_routes::*;
 pub use quirks::{INNER_LISTS, LIST_ROUTES, OTHER_ROUTES, QUIRK_NAMES, Quirks, RENAMED_LIST};
 use routes::*;
 pub use shapes::{EXTRA_FIELD, Served, WireShapes};
@@ -243,39 +250,9 @@ impl Emulator {
             .route("/api/v1/landing/coverage", get(coverage))
             .route("/.well-known/oauth-protected-resource/api/mcp", get(oauth_metadata))
             .route("/api/mcp", axum::routing::any(mcp_unauthorized));
-        let data = Router::new()
-            .route("/api/v1/companies/{id}", get(company))
-            .route("/api/v1/companies/{id}/prices", get(prices))
-            .route("/api/v1/companies/{id}/dividends", get(dividends))
-            .route("/api/v1/companies/{id}/regulation", get(regulation))
-            .route("/api/v1/companies/{id}/monthly-revenue", get(monthly_revenue))
-            .route("/api/v1/companies/{id}/filing-notes", get(filing_notes))
-            .route(
-                "/api/v1/companies/{id}/filing-notes/{accession}/{section}",
-                get(filing_section),
-            )
-            .route("/api/v1/companies/{id}/events", get(company_events))
-            .route("/api/v1/companies/{id}/events/{accession}", get(event_item_text))
-            .route("/api/v1/events/wire", get(events_wire))
-            .route("/api/v1/events/latest", get(events_latest))
-            .route("/api/v1/companies/{id}/news", get(company_news))
-            .route("/api/v1/news/feed", get(news_feed))
-            .route("/api/v1/news/search", get(news_search))
-            .route("/api/v1/news/stream", get(news_stream))
-            .route("/api/v1/news/top", get(news_top))
-            .route("/api/v1/news/items/{id}", get(news_item))
-            .route("/api/v1/news/topics", get(news_topics))
-            .route("/api/v1/news/sources", get(news_sources))
-            .route("/api/v1/indices", get(indices))
-            .route("/api/v1/countries/{iso}", get(country))
-            .route("/api/v1/countries/{iso}/series", get(country_series))
-            .route("/api/v1/keys", get(account_surface))
-            .route("/api/v1/billing", get(account_surface))
-            .route("/api/v1/watchlists", get(account_surface))
-            .route("/api/v1/workspace", get(account_surface));
         let data = FAMILIES
             .iter()
-            .fold(data, |router, routes| routes(router))
+            .fold(Router::new(), |router, routes| routes(router))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
             .layer(middleware::from_fn_with_state(self.state.clone(), quirks::quirks))
             .layer(middleware::from_fn_with_state(self.state.clone(), shapes::shapes))

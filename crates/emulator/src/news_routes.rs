@@ -3,6 +3,20 @@
 
 use super::*;
 
+/// The news routes: the feed and each company's, search, the live stream,
+/// top stories, items, topics and sources.
+pub(super) fn routes(router: DataRouter) -> DataRouter {
+    router
+        .route("/api/v1/companies/{id}/news", get(company_news))
+        .route("/api/v1/news/feed", get(news_feed))
+        .route("/api/v1/news/search", get(news_search))
+        .route("/api/v1/news/stream", get(news_stream))
+        .route("/api/v1/news/top", get(news_top))
+        .route("/api/v1/news/items/{id}", get(news_item))
+        .route("/api/v1/news/topics", get(news_topics))
+        .route("/api/v1/news/sources", get(news_sources))
+}
+
 pub(super) fn list_param(query: &HashMap<String, String>, name: &str) -> Option<Vec<String>> {
     query.get(name).map(|v| {
         v.split(',')

@@ -4,6 +4,48 @@
 
 use super::*;
 
+/// Each company's data: its profile, prices, dividends, regulation links,
+/// monthly revenue and filings with their sections.
+pub(super) fn companies(router: DataRouter) -> DataRouter {
+    router
+        .route("/api/v1/companies/{id}", get(company))
+        .route("/api/v1/companies/{id}/prices", get(prices))
+        .route("/api/v1/companies/{id}/dividends", get(dividends))
+        .route("/api/v1/companies/{id}/regulation", get(regulation))
+        .route("/api/v1/companies/{id}/monthly-revenue", get(monthly_revenue))
+        .route("/api/v1/companies/{id}/filing-notes", get(filing_notes))
+        .route(
+            "/api/v1/companies/{id}/filing-notes/{accession}/{section}",
+            get(filing_section),
+        )
+}
+
+/// 8-K events: each company's, their item texts, the wire and the latest.
+pub(super) fn events(router: DataRouter) -> DataRouter {
+    router
+        .route("/api/v1/companies/{id}/events", get(company_events))
+        .route("/api/v1/companies/{id}/events/{accession}", get(event_item_text))
+        .route("/api/v1/events/wire", get(events_wire))
+        .route("/api/v1/events/latest", get(events_latest))
+}
+
+/// Market indices and macro series by country.
+pub(super) fn market(router: DataRouter) -> DataRouter {
+    router
+        .route("/api/v1/indices", get(indices))
+        .route("/api/v1/countries/{iso}", get(country))
+        .route("/api/v1/countries/{iso}/series", get(country_series))
+}
+
+/// The account surfaces, which refuse data credentials.
+pub(super) fn account(router: DataRouter) -> DataRouter {
+    router
+        .route("/api/v1/keys", get(account_surface))
+        .route("/api/v1/billing", get(account_surface))
+        .route("/api/v1/watchlists", get(account_surface))
+        .route("/api/v1/workspace", get(account_surface))
+}
+
 pub(super) fn base_url(headers: &HeaderMap) -> String {
     let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
     format!("http://{host}")
