@@ -10,25 +10,28 @@ use crate::tables::Compression;
 /// Point-in-time views over `macro_observations` (warehouse contract).
 ///
 /// `macro_latest`: per period, the newest vintage; of two values served under
-/// one vintage (a restatement), the one seen last.
+/// one vintage (a restatement), the one seen last (`last_seen_at`: a value
+/// restated and then served again is the one served now).
 ///
 /// `macro_as_of(ts)`: per period, the newest vintage published on or before
-/// `ts`; of its values, the last one fdsync had seen by `ts`, or the first one
-/// it ever saw when it first looked later (a backfill of old vintages).
+/// `ts`; of its values, the one fdsync had seen last by `ts` (its last
+/// sighting when that was by `ts`, else its first), or the first one it ever
+/// saw when it first looked later (a backfill of old vintages).
 /// `ts`'s date is read from its text form (UTC), since the bundled DuckDB has
 /// no ICU time-zone extension for a TIMESTAMPTZ-to-DATE cast (and must not try
 /// to download one).
 pub(super) const MACRO_VIEWS: &str = "
 CREATE OR REPLACE VIEW macro_latest AS
 SELECT * FROM macro_observations
-QUALIFY row_number() OVER (PARTITION BY country, series_key, period ORDER BY vintage DESC, first_seen_at DESC) = 1;
+QUALIFY row_number() OVER (PARTITION BY country, series_key, period ORDER BY vintage DESC, last_seen_at DESC, first_seen_at DESC) = 1;
 CREATE OR REPLACE MACRO macro_as_of(ts) AS TABLE
 SELECT * FROM macro_observations
 WHERE vintage <= CAST(left(CAST(CAST(ts AS TIMESTAMPTZ) AS VARCHAR), 10) AS DATE)
 QUALIFY row_number() OVER (
     PARTITION BY country, series_key, period
     ORDER BY vintage DESC,
-             CASE WHEN first_seen_at <= CAST(ts AS TIMESTAMPTZ) THEN first_seen_at END DESC NULLS LAST,
+             CASE WHEN last_seen_at <= CAST(ts AS TIMESTAMPTZ) THEN last_seen_at
+                  WHEN first_seen_at <= CAST(ts AS TIMESTAMPTZ) THEN first_seen_at END DESC NULLS LAST,
              first_seen_at ASC) = 1;
 ";
 

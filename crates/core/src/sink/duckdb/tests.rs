@@ -817,3 +817,55 @@ fn a_run_log_from_before_the_resumes_column_still_says_which_runs_resume() {
     expected.sort();
     assert_eq!(read(&conn), expected, "with the column, old rows and new");
 }
+
+/// A value restated A, then B, then back to A under one vintage: what the
+/// service serves now is A, so `macro_latest` serves A; `macro_as_of` serves
+/// what was seen last by each moment.
+#[test]
+fn macro_views_serve_the_value_seen_last_when_a_restatement_is_taken_back() {
+    use crate::feeds::macro_series::{MACRO_OBSERVATIONS, MacroObservationRow};
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = DuckDbSink::open(&dir.path().join("w.duckdb"), &Settings::default()).unwrap();
+    let day = |d: &str| d.parse::<NaiveDate>().unwrap();
+    let at = |t: &str| t.parse::<chrono::DateTime<Utc>>().unwrap();
+    for (value, seen) in [
+        (1.0, "2026-11-01T00:00:00Z"),
+        (2.0, "2026-11-02T00:00:00Z"),
+        (1.0, "2026-11-03T00:00:00Z"),
+    ] {
+        let mut b = BatchBuilder::new(&MACRO_OBSERVATIONS, "run", at(seen));
+        b.push(
+            MacroObservationRow {
+                country: Some("US"),
+                series_key: Some("cpi"),
+                period: Some(day("2026-09-01")),
+                vintage: Some(day("2026-10-15")),
+                value: Some(value),
+                first_seen_at: Some(at(seen)),
+                last_seen_at: Some(at(seen)),
+            },
+            "{}",
+            "/x",
+        );
+        sink.commit(Commit {
+            batches: vec![TableBatch::build(b).unwrap()],
+            checkpoints: Vec::new(),
+        })
+        .unwrap();
+    }
+    let value = |sql: &str| -> f64 { sink.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(value("SELECT value FROM macro_latest"), 1.0, "served now");
+    for (ts, expected) in [
+        ("2026-11-01T12:00:00Z", 1.0),
+        ("2026-11-02T12:00:00Z", 2.0),
+        ("2026-11-03T12:00:00Z", 1.0),
+        // Before fdsync first looked: the first value it saw.
+        ("2026-10-20T00:00:00Z", 1.0),
+    ] {
+        assert_eq!(
+            value(&format!("SELECT value FROM macro_as_of(TIMESTAMPTZ '{ts}')")),
+            expected,
+            "as of {ts}"
+        );
+    }
+}
