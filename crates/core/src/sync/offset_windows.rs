@@ -175,20 +175,10 @@ impl Syncer {
             return Ok(false);
         };
         let route = format!("{}?{}", pipeline.route, (feed.query)(Some(day), day, true, 1, 0));
-        let read = feed.read;
-        let fetched = self
-            .client
-            .get(&route, Access::Key, |body| {
-                let mut rows = Rows::new(run_id, &route, self.clock.now());
-                let page = read(&mut rows, body)?;
-                Ok((rows, page.records.len(), page.total))
-            })
-            .await
-            .map_err(upstream_error)?;
         // A check, not a read: the day may lie past the pipeline's horizon
         // (a record another pipeline stored), so its record is not stored.
-        let (_, found, total) = fetched.value;
-        if found == 0 && total.is_none_or(|t| t == 0) {
+        let page = self.window_page(feed, run_id, &route).await?;
+        if page.records.is_empty() && page.total.is_none_or(|t| t == 0) {
             return Err(SyncError::Other(format!(
                 "{route}: a window of one day ({day}) holds nothing, though the service served records of that day: its \
                  from/to leave out the edge days, which the wire contract includes, so every window would miss its \

@@ -232,25 +232,25 @@ struct LoadSql<'t> {
     /// The same, selected from the staged row `s`.
     s_cols: String,
     key: Vec<String>,
-    /// The stored rows a staged key can match: those in the staged keys' range.
-    ranged_target: String,
 }
 
 impl<'t> LoadSql<'t> {
     fn of(table: &'t TableDef) -> LoadSql<'t> {
         let cols: Vec<String> = table.all_columns().map(|c| ident(c.name)).collect();
         let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
-        let mut sql = LoadSql {
+        LoadSql {
             table,
             stage: staging(table),
             target: ident(table.name),
             col_list: format!("{}, {COMMIT_SEQ}", cols.join(", ")),
             s_cols: format!("{}, {SEQ_PARAM}", s_cols.join(", ")),
             key: table.key.iter().map(|k| ident(k)).collect(),
-            ranged_target: String::new(),
-        };
-        sql.ranged_target = format!("(SELECT * FROM {} WHERE {})", sql.target, sql.in_range(""));
-        sql
+        }
+    }
+
+    /// The stored rows a staged key can match: those in the staged keys' range.
+    fn ranged_target(&self) -> String {
+        format!("(SELECT * FROM {} WHERE {})", self.target, self.in_range(""))
     }
 
     /// `a.k = b.k` for each column `k` of `key`.
@@ -319,7 +319,7 @@ impl<'t> LoadSql<'t> {
     /// `INSERT ... ON CONFLICT DO NOTHING` (its `bind_insert.cpp` binds every
     /// `ON CONFLICT` as a `MERGE INTO`), which needs no declared key.
     fn insert_once(&self, statements: &mut Vec<Statement>) -> String {
-        let (target, col_list, ranged_target, key) = (&self.target, &self.col_list, &self.ranged_target, &self.key);
+        let (target, col_list, ranged_target, key) = (&self.target, &self.col_list, self.ranged_target(), &self.key);
         if let (Some(value), Some((last, first))) = (self.table.versioned_by, key.split_last()) {
             // A stored key with another value: this version again, keyed
             // by when it was first seen, unless that is stored already.
@@ -358,7 +358,7 @@ impl<'t> LoadSql<'t> {
     /// A value seen again only moves its last sighting; a new one is a new row.
     fn history(&self, statements: &mut Vec<Statement>) -> String {
         let (target, col_list, s_cols, ranged_target) =
-            (&self.target, &self.col_list, &self.s_cols, &self.ranged_target);
+            (&self.target, &self.col_list, &self.s_cols, self.ranged_target());
         let on = Self::key_eq("t", "s", &self.key);
         let distinct = self.newest_staged(&self.key);
         statements.push(Statement::uncounted(format!(
@@ -480,7 +480,7 @@ impl<'t> LoadSql<'t> {
             "INSERT INTO {target} ({}) SELECT {} FROM ({staged}) s ANTI JOIN {} t ON {}",
             self.col_list,
             self.s_cols,
-            self.ranged_target,
+            self.ranged_target(),
             Self::key_eq("t", "s", key)
         )
     }
