@@ -30,7 +30,7 @@ use fdsync_core::pipeline::Pipeline;
 use fdsync_core::sync::{PipelineOutcome, RunStatus, Syncer};
 use fdsync_core::tables::TableDef;
 use fdsync_emulator::{
-    EmulatorConfig, Faults, HeaderForm, INNER_LISTS, LIST_ROUTES, PlanLimits, Quirks, RunningEmulator, WireShapes,
+    EmulatorConfig, Faults, HeaderForm, PlanLimits, Quirks, RunningEmulator, WireShapes, inner_families, list_families,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -148,8 +148,8 @@ fn draw(seed: u64) -> Draw {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut quirks: Vec<String> = Vec::new();
     let one_of = |rng: &mut ChaCha8Rng, names: &[&str]| names[rng.random_range(0..names.len())].to_owned();
-    let list_families: Vec<&str> = LIST_ROUTES.iter().map(|(n, _)| *n).collect();
-    let inner_families: Vec<&str> = INNER_LISTS.iter().map(|(n, _, _)| *n).collect();
+    let list_families = list_families();
+    let inner_families = inner_families();
     let chance = |rng: &mut ChaCha8Rng, p: f64| rng.random_bool(p);
     if chance(&mut rng, 0.4) {
         quirks.push(format!("page_cap={}", rng.random_range(7..60)));

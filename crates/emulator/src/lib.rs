@@ -10,6 +10,7 @@ pub mod admin;
 pub mod company_docs;
 mod config;
 pub mod events;
+mod families;
 mod gate;
 pub mod geo;
 mod hostile;
@@ -17,22 +18,20 @@ pub mod keys;
 pub mod macro_series;
 mod market;
 pub mod news;
-mod news_routes;
 mod quirks;
-mod routes;
 mod shapes;
 pub mod wire;
 pub mod world;
-/// Each route family module's `routes`: every data route (behind the key,
-/// the limits and the fault layers) is added by one of these, and a new
-/// family is one module with its `routes` and a line here.
-const FAMILIES: &[fn(DataRouter) -> DataRouter] = &[
-    routes::companies,
-    routes::events,
-    routes::market,
-    routes::account,
-    news_routes::routes,
-    geo::routes,
+/// The route families: every data route (behind the key, the limits and the
+/// fault layers) is added by one of these modules, which also names its
+/// routes for the quirks. A new family is one module and a line here.
+const FAMILIES: &[families::Family] = &[
+    families::companies::FAMILY,
+    families::events::FAMILY,
+    families::market::FAMILY,
+    families::account::FAMILY,
+    families::news::FAMILY,
+    families::geo::FAMILY,
 ];
 
 use std::collections::HashMap;
@@ -52,13 +51,14 @@ use crate::wire::KEY_PREFIX;
 pub use config::{
     DEMO_BUILD_KEY, DEMO_FREE_KEY, EmulatorConfig, Faults, HeaderForm, PlanLimits, QuotaPeriod, StreamTiming,
 };
+pub use families::Named;
+use families::account::{coverage, mcp_unauthorized, oauth_metadata};
 use fdsync_clock::Clock;
 use gate::{count, gate, inject_faults};
 pub use hostile::Hostile;
 use keys::Keyring;
 pub use keys::{Account, Credits};
-pub use quirks::{INNER_LISTS, LIST_ROUTES, OTHER_ROUTES, QUIRK_NAMES, Quirks, RENAMED_LIST};
-use routes::*;
+pub use quirks::{QUIRK_NAMES, Quirks, RENAMED_LIST, inner_families, list_families};
 pub use shapes::{EXTRA_FIELD, Served, WireShapes};
 use wire::ErrorBody;
 use world::World;
@@ -252,7 +252,7 @@ impl Emulator {
             .route("/api/mcp", axum::routing::any(mcp_unauthorized));
         let data = FAMILIES
             .iter()
-            .fold(Router::new(), |router, routes| routes(router))
+            .fold(Router::new(), |router, family| (family.routes)(router))
             .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
             .layer(middleware::from_fn_with_state(self.state.clone(), quirks::quirks))
             .layer(middleware::from_fn_with_state(self.state.clone(), shapes::shapes))

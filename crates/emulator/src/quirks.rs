@@ -13,41 +13,20 @@ use serde_json::Value;
 
 use super::*;
 
-/// The route families whose record list [`Quirks::renamed`] and
-/// [`Quirks::nulled`] name, with the path each matches and its list.
-pub const LIST_ROUTES: &[(&str, &str)] = &[
-    ("wire", "events"),
-    ("latest", "events"),
-    ("events", "events"),
-    ("news", "items"),
-    ("geo", "countries"),
-    ("geo_layers", "layers"),
-    ("filings", "filings"),
-    ("monthly_revenue", "months"),
-    ("regulation", "executiveActions"),
-    ("dividends", "events"),
-    ("prices", "bars"),
-    ("indices", "indices"),
-    ("sources", "sources"),
-    ("topics", "topics"),
-    ("macro", "history"),
-    ("countries", "macroSeries"),
-];
+/// The route families with a record list, which [`Quirks::renamed`] and
+/// [`Quirks::nulled`] name.
+pub fn list_families() -> Vec<&'static str> {
+    families::named().filter(|n| n.list.is_some()).map(|n| n.name).collect()
+}
 
-/// Lists inside each record of a family's list, which
-/// [`Quirks::renamed_inner`] serves under another name: (family, outer list,
-/// inner list).
-pub const INNER_LISTS: &[(&str, &str, &str)] = &[
-    ("regulation", "executiveActions", "links"),
-    ("filings", "filings", "sections"),
-    ("events", "events", "items"),
-    ("wire", "events", "items"),
-    ("latest", "events", "items"),
-];
-
-/// Route families with no record list of their own, which
-/// [`Quirks::unserved`] and [`Quirks::refused`] also name.
-pub const OTHER_ROUTES: &[&str] = &["stream", "item_text", "section", "company", "top", "item"];
+/// The route families whose records carry a list of their own, which
+/// [`Quirks::renamed_inner`] serves under another name.
+pub fn inner_families() -> Vec<&'static str> {
+    families::named()
+        .filter(|n| n.inner.is_some())
+        .map(|n| n.name)
+        .collect()
+}
 
 /// Every quirk's name as [`Quirks::parse`] takes it (before any `=`): what
 /// `docs/open-choices.md` lists and some test drives.
@@ -73,6 +52,8 @@ pub const QUIRK_NAMES: &[&str] = &[
     "json_texts",
     "no_server_time",
     "exclusive_dates",
+    "retyped_dividend",
+    "withdrawn_month",
 ];
 
 /// The name a renamed list is served under.
@@ -84,7 +65,7 @@ pub struct Quirks {
     /// The wire and latest serve at most this many events a page, and echo
     /// it as the page's `limit` (the specification shows no maximum).
     pub page_cap: Option<u64>,
-    /// Route families ([`LIST_ROUTES`]) whose list is served as `data`.
+    /// Route families ([`list_families`]) whose list is served as `data`.
     pub renamed: Vec<String>,
     /// Route families whose list is served as `null`.
     pub nulled: Vec<String>,
@@ -115,7 +96,7 @@ pub struct Quirks {
     pub unserved: Option<(Vec<String>, String, u16)>,
     /// Route families refused whole with a status (`refuse=stream:403`).
     pub refused: Vec<(String, u16)>,
-    /// Route families ([`INNER_LISTS`]) whose records carry their inner
+    /// Route families ([`inner_families`]) whose records carry their inner
     /// list under another name.
     pub renamed_inner: Vec<String>,
     /// The wire ignores `sort`: newest first whatever is asked.
@@ -134,6 +115,11 @@ pub struct Quirks {
     pub no_server_time: bool,
     /// The wire's `from` and `to` leave out the days they name.
     pub exclusive_dates: bool,
+    /// Each company's oldest dividend event served as a `Special` one: a
+    /// kind restated, which moves the event to another key.
+    pub retyped_dividend: bool,
+    /// Each company's oldest month of revenue left out: a filing withdrawn.
+    pub withdrawn_month: bool,
 }
 
 /// The news filters that take several values.
@@ -168,9 +154,9 @@ impl Quirks {
     /// ignore_sort,no_total,offset_cap=400`, any of them; `rename=all` names every family.
     pub fn parse(spec: &str) -> Result<Quirks, String> {
         let mut q = Quirks::default();
-        let list_names: Vec<&str> = LIST_ROUTES.iter().map(|(n, _)| *n).collect();
-        let inner_names: Vec<&str> = INNER_LISTS.iter().map(|(n, _, _)| *n).collect();
-        let any_names: Vec<&str> = list_names.iter().chain(OTHER_ROUTES).copied().collect();
+        let list_names = list_families();
+        let inner_names = inner_families();
+        let any_names: Vec<&str> = families::named().map(|n| n.name).collect();
         let among = |list: &str, known: &[&str]| -> Result<Vec<String>, String> {
             if list == "all" {
                 return Ok(known.iter().map(|n| (*n).to_owned()).collect());
@@ -237,12 +223,15 @@ impl Quirks {
                 None if part == "json_texts" => q.json_texts = true,
                 None if part == "no_server_time" => q.no_server_time = true,
                 None if part == "exclusive_dates" => q.exclusive_dates = true,
+                None if part == "retyped_dividend" => q.retyped_dividend = true,
+                None if part == "withdrawn_month" => q.withdrawn_month = true,
                 _ => {
                     return Err(format!(
                         "{part:?}: use page_cap=N, rename=FAMILIES, null=FAMILIES, unpadded_ciks, after_newest_first, \
                          empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at, redated, \
                          unserved=FAMILIES@COMPANY[:STATUS], refuse=FAMILY:STATUS, rename_inner=FAMILIES, ignore_sort, \
-                         no_total, offset_cap=OFFSET, repeated_filters, json_texts, no_server_time or exclusive_dates"
+                         no_total, offset_cap=OFFSET, repeated_filters, json_texts, no_server_time, exclusive_dates, \
+                         retyped_dividend or withdrawn_month"
                     ));
                 }
             }
@@ -260,37 +249,6 @@ pub(super) struct QuirkState {
     pub(super) withheld: bool,
 }
 
-/// The route family of a data path, as [`LIST_ROUTES`] names it.
-fn family(path: &str) -> Option<&'static str> {
-    let rest = path.strip_prefix("/api/v1/")?;
-    let segments: Vec<&str> = rest.split('/').collect();
-    Some(match segments.as_slice() {
-        ["events", "wire"] => "wire",
-        ["events", "latest"] => "latest",
-        ["companies", _, "events"] => "events",
-        ["news", "feed" | "search"] | ["companies", _, "news"] => "news",
-        ["geo", "countries"] => "geo",
-        ["geo", "layers"] => "geo_layers",
-        ["companies", _, "filing-notes"] => "filings",
-        ["companies", _, "monthly-revenue"] => "monthly_revenue",
-        ["companies", _, "regulation"] => "regulation",
-        ["companies", _, "dividends"] => "dividends",
-        ["companies", _, "prices"] => "prices",
-        ["indices"] => "indices",
-        ["news", "sources"] => "sources",
-        ["news", "topics"] => "topics",
-        ["countries", _, "series"] => "macro",
-        ["news", "stream"] => "stream",
-        ["news", "top"] => "top",
-        ["news", "items", _] => "item",
-        ["companies", _, "events", _] => "item_text",
-        ["companies", _, "filing-notes", _, _] => "section",
-        ["companies", _] => "company",
-        ["countries", _] => "countries",
-        _ => return None,
-    })
-}
-
 /// Applies the switched-on quirks around a data route (inside the shapes,
 /// so a quirk and the other legal shapes combine).
 pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
@@ -304,7 +262,8 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
         .query()
         .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default();
-    let family = family(&path);
+    let named = families::family_of(&path);
+    let family = named.map(|n| n.name);
     if let Some(refused) = refused(&q, &state, &path, family) {
         return refused;
     }
@@ -430,7 +389,7 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
     }
     let emptied = withhold || capped;
     gate::rewrite_json(response, |body| {
-        rewrite_body(body, &q, family, newest_after.as_deref(), emptied)
+        rewrite_body(body, &q, named, newest_after.as_deref(), emptied)
     })
     .await
 }
@@ -460,12 +419,41 @@ fn refused(q: &Quirks, state: &AppState, path: &str, family: Option<&str>) -> Op
 /// The quirks that reshape a JSON body the route served: a careless `after=`
 /// page, a withheld or capped page (`emptied`), fields left out, lists renamed
 /// or `null`, and the values `walk` rewrites.
-fn rewrite_body(body: &mut Value, q: &Quirks, family: Option<&str>, newest_after: Option<&str>, emptied: bool) {
+fn rewrite_body(
+    body: &mut Value,
+    q: &Quirks,
+    named: Option<&families::Named>,
+    newest_after: Option<&str>,
+    emptied: bool,
+) {
+    let family = named.map(|n| n.name);
     if let Some(after) = newest_after {
         newest_first_after(body, after);
     }
     if emptied && let Some(events) = body.get_mut("events") {
         *events = json!([]);
+    }
+    if q.retyped_dividend
+        && family == Some("dividends")
+        && let Some(oldest) = body
+            .get_mut("events")
+            .and_then(Value::as_array_mut)
+            .and_then(|events| events.first_mut())
+            .and_then(Value::as_object_mut)
+    {
+        oldest.insert("type".into(), json!("Special"));
+    }
+    if q.withdrawn_month
+        && family == Some("monthly_revenue")
+        && let Some(months) = body.get_mut("months").and_then(Value::as_array_mut)
+        && !months.is_empty()
+    {
+        // Oldest first or newest first, the month with the least `month`.
+        let oldest =
+            (0..months.len()).min_by_key(|&i| months[i].get("month").and_then(Value::as_str).map(str::to_owned));
+        if let Some(i) = oldest {
+            months.remove(i);
+        }
     }
     if q.no_server_time
         && family == Some("news")
@@ -479,23 +467,25 @@ fn rewrite_body(body: &mut Value, q: &Quirks, family: Option<&str>, newest_after
     {
         object.remove("total");
     }
-    if let Some((name, outer, inner)) = family.and_then(|f| INNER_LISTS.iter().find(|(n, _, _)| *n == f))
-        && q.renamed_inner.iter().any(|n| n == name)
-        && let Some(records) = body.get_mut(*outer).and_then(Value::as_array_mut)
+    if let Some(named) = named
+        && let (Some(outer), Some(inner)) = (named.list, named.inner)
+        && q.renamed_inner.iter().any(|n| n == named.name)
+        && let Some(records) = body.get_mut(outer).and_then(Value::as_array_mut)
     {
         for record in records.iter_mut().filter_map(Value::as_object_mut) {
-            if let Some(value) = record.remove(*inner) {
+            if let Some(value) = record.remove(inner) {
                 record.insert(RENAMED_LIST.to_owned(), value);
             }
         }
     }
-    if let Some((name, list)) = family.and_then(|f| LIST_ROUTES.iter().find(|(n, _)| *n == f))
+    if let Some(named) = named
+        && let Some(list) = named.list
         && let Some(object) = body.as_object_mut()
     {
-        if q.nulled.iter().any(|n| n == name) && object.contains_key(*list) {
-            object.insert((*list).to_owned(), Value::Null);
-        } else if q.renamed.iter().any(|n| n == name)
-            && let Some(value) = object.remove(*list)
+        if q.nulled.iter().any(|n| n == named.name) && object.contains_key(list) {
+            object.insert(list.to_owned(), Value::Null);
+        } else if q.renamed.iter().any(|n| n == named.name)
+            && let Some(value) = object.remove(list)
         {
             object.insert(RENAMED_LIST.to_owned(), value);
         }
@@ -582,7 +572,10 @@ mod tests {
         assert_eq!(q.renamed, ["wire", "geo"]);
         assert_eq!(q.nulled, ["regulation"]);
         assert!(q.unpadded_ciks && q.bare_quota_429 && !q.empty_texts);
-        assert_eq!(Quirks::parse("rename=all").unwrap().renamed.len(), LIST_ROUTES.len());
+        assert_eq!(
+            Quirks::parse("rename=all").unwrap().renamed.len(),
+            list_families().len()
+        );
         assert!(Quirks::parse("rename=wires").unwrap_err().contains("wire"));
         assert!(Quirks::parse("page_cap=0").unwrap_err().contains("at least 1"));
         assert!(Quirks::parse("loud").unwrap_err().contains("page_cap"));
@@ -634,24 +627,5 @@ mod tests {
             };
             assert_ne!(Quirks::parse(&spec).unwrap(), Quirks::default(), "{spec}");
         }
-    }
-
-    #[test]
-    fn every_family_names_a_data_route() {
-        for path in [
-            "/api/v1/events/wire",
-            "/api/v1/companies/MSFT/events",
-            "/api/v1/companies/MSFT/news",
-            "/api/v1/countries/US/series",
-        ] {
-            assert!(family(path).is_some(), "{path}");
-        }
-        // An item text is not the index's list, though its path begins alike.
-        assert_eq!(
-            family("/api/v1/companies/MSFT/events/0000789019-26-000001"),
-            Some("item_text")
-        );
-        assert_eq!(family("/api/v1/companies/MSFT"), Some("company"));
-        assert_eq!(family("/api/v1/nowhere"), None);
     }
 }

@@ -231,150 +231,61 @@ impl Syncer {
         read: WindowRead,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
-        let WindowRead {
-            direction,
-            first_run,
-            mut from,
-            mut to,
-            start,
-        } = read;
+        let direction = read.direction;
         let mut limit = pipeline.params.page_limit.unwrap_or(200);
         let newest_first = direction == Direction::Backfill;
-        // Where the read is: the offset past the last record read, and that
-        // record (the next page starts with it).
-        let mut offset = start.as_ref().map_or(0, |s| s.offset);
-        let mut last: Option<(String, Option<NaiveDate>)> = start.map(|s| (s.key, Some(s.date)));
-        // Whether every record so far was dated and in date order: only then
-        // does a page tell which days it completes.
-        let mut in_date_order = true;
-        let mut previous_digest = None;
-        let mut restarts = 0;
-        let (first_from, first_to) = (from, to);
-        let mut marks_fresh = first_run.then_some(to);
-        // Records of this read the warehouse cannot count by date: quarantined
-        // or undated. The window's count against the service's total adds them.
-        let mut unplaced = 0u64;
-        // The newest day any record of the window carried: where a fresh
-        // read that was not in date order goes on from.
-        let mut newest_seen: Option<NaiveDate> = None;
-        // Whether the last page held as many records as asked: an empty
-        // page after it, with no total, may be a cap on offset paging.
-        let mut last_page_full = false;
+        let mut marks_fresh = read.first_run.then_some(read.to);
+        let mut state = ReadState::new(read);
         loop {
             if direction == Direction::Backfill && !self.client.may_backfill() {
                 progress.backfill_paused = true;
                 return Ok(());
             }
-            let asked = if last.is_some() { offset - 1 } else { offset };
+            let asked = state.asked();
+            let (from, to) = state.window;
             let route = format!(
                 "{}?{}",
                 pipeline.route,
                 (feed.query)(from, to, newest_first, limit, asked)
             );
             let page = self.window_page(feed, run_id, &route).await?;
-            if !page.records.is_empty() && previous_digest.replace(page.digest) == Some(page.digest) {
+            if !page.records.is_empty() && state.previous_digest.replace(page.digest) == Some(page.digest) {
                 return Err(SyncError::Other(format!(
                     "{route}: the service sent the same page for two offsets; stopped rather than page through it again"
                 )));
             }
-            // An empty page ends the window whatever came before it; the
-            // count below says whether the window is whole.
-            if let Some((key, date)) = &last
-                && let Some((first, _)) = page.records.first()
-                && first != key
-            {
-                // The list moved under the read: again from the last day
-                // known complete (the whole window when dates cannot tell).
-                restarts += 1;
-                if restarts > MOST_RESTARTS {
-                    return Err(SyncError::Other(format!(
-                        "{route}: the list kept moving while it was read ({MOST_RESTARTS} restarts); the next run goes on"
-                    )));
-                }
+            if let Some(window) = state.moved(&page, direction, &route)? {
                 tracing::info!(message = "The list moved while it was read; reading on from the last whole day.", %route);
                 self.commit(run_id, page.rows, None, progress).await?;
-                match (*date, in_date_order, direction) {
-                    (Some(day), true, Direction::Fresh) => from = Some(day),
-                    (Some(day), true, Direction::Backfill) => to = day,
-                    _ => (from, to) = (first_from, first_to),
-                }
-                (offset, last, previous_digest, unplaced) = (0, None, None, 0);
+                state.again(window);
                 continue;
             }
             let count = page.records.len() as u64;
             // The page's first record is the last one read again, by design.
-            let fresh_records = count - u64::from(last.is_some() && count > 0);
-            if fresh_records == 0
-                && asked > 0
-                && page.total.is_none()
-                && last_page_full
-                && let Some((_, last_date)) = &last
-            {
-                // No total, and an empty page right after a full one: the end
-                // of the list, or the service's cap on offset paging. Read on
-                // from offset 0 with the window narrowed to the last day read,
-                // which moves it past the cap; the list ends where a read
-                // ends on a short page.
-                let Some((narrowed_from, narrowed_to)) = narrowed(*last_date, in_date_order, direction, (from, to))
-                else {
-                    return Err(SyncError::Other(format!(
-                        "{route}: an empty page at offset {asked} right after a full one, and no total: the service may stop \
-                         paging by offset there, and the records read cannot narrow the window past it (all of one day, \
-                         or not in date order); nothing is marked complete"
-                    )));
-                };
+            let fresh_records = count - u64::from(state.last.is_some() && count > 0);
+            if let Some(window) = state.capped(&page, fresh_records, asked, direction, &route)? {
                 tracing::info!(message = "An empty page after a full one without a total; reading on from the last day read.", %route);
                 self.commit(run_id, page.rows, None, progress).await?;
-                (from, to) = (narrowed_from, narrowed_to);
-                (offset, last, previous_digest, unplaced, last_page_full) = (0, None, None, 0, false);
+                state.again(window);
                 continue;
             }
-            if count > 0 {
-                offset = asked + count;
-            }
-            unplaced += page
-                .records
-                .iter()
-                .skip(usize::from(last.is_some()))
-                .filter(|(_, date)| date.is_none())
-                .count() as u64;
-            // A service whose pages hold fewer than asked says so in `limit`:
-            // the rest of the read asks for that many.
-            if let Some(served) = page.limit.filter(|&l| l >= 1 && l < u64::from(limit)) {
-                limit = served as u32;
-            }
-            last_page_full = count >= u64::from(limit);
-            newest_seen = page.records.iter().filter_map(|(_, d)| *d).chain(newest_seen).max();
-            in_date_order &= in_date_order_after(&page.records, last.as_ref().and_then(|l| l.1), newest_first);
+            state.take(&page, asked, newest_first, &mut limit);
             // Only the service says where a window ends: an empty page (past
             // the overlap) or the offset at its total. A short page is not the end.
-            let done = fresh_records == 0 || page.total.is_some_and(|t| offset >= t);
-            // The window read whole is checked against what the service counts
-            // in it, once this page's rows are in: short, nothing is marked
-            // complete and the next run reads the window again.
+            let done = fresh_records == 0 || page.total.is_some_and(|t| state.offset >= t);
             let mut rows = Some(page.rows);
             let shortfall = match (done, page.total) {
                 (true, Some(total)) => {
-                    let first_checkpoints: Vec<Checkpoint> = marks_fresh
-                        .take()
-                        .map(|day| fresh_from(pipeline, day))
-                        .into_iter()
-                        .collect();
-                    let page_rows = rows.take().into_iter().collect();
-                    self.commit_pages(run_id, page_rows, first_checkpoints, progress, false)
-                        .await?;
-                    let (stored, window) = (feed.stored, (from, to));
-                    let held = self.sink.call(move |s| s.stored_in_window(stored, window)).await??;
-                    let accounted = held.saturating_add(unplaced);
-                    (accounted < total).then(|| Shortfall {
-                        what: format!(
-                            "records dated {} to {to} ({})",
-                            from.map_or_else(|| "the start".to_owned(), |d| d.to_string()),
-                            pipeline.route
-                        ),
-                        expected: total,
-                        stored: accounted,
-                    })
+                    let first = marks_fresh.take().map(|day| fresh_from(pipeline, day));
+                    self.commit_pages(
+                        run_id,
+                        rows.take().into_iter().collect(),
+                        first.into_iter().collect(),
+                        progress,
+                        false,
+                    )
+                    .await?;
+                    self.window_shortfall(pipeline, feed, &state, total).await?
                 }
                 _ => None,
             };
@@ -382,13 +293,13 @@ impl Syncer {
                 direction,
                 done,
                 short: shortfall.is_some(),
-                in_date_order,
-                newest_seen,
-                window: (from, to),
-                offset,
+                in_date_order: state.in_date_order,
+                newest_seen: state.newest_seen,
+                window: state.window,
+                offset: state.offset,
                 total: page.total,
                 page_last: page.records.last(),
-                read_last: last.as_ref(),
+                read_last: state.last.as_ref(),
             }
             .cursor();
             let checkpoint = cursor.map(|cursor| Checkpoint {
@@ -414,8 +325,186 @@ impl Syncer {
                 }
                 return Ok(());
             }
-            last = page.records.last().cloned();
+            state.last = page.records.last().cloned();
         }
+    }
+
+    /// The window read whole, its last page committed, checked against what
+    /// the service counts in it: short, nothing is marked complete and the
+    /// next run reads the window again.
+    async fn window_shortfall(
+        &self,
+        pipeline: &Pipeline,
+        feed: &Windows,
+        state: &ReadState,
+        total: u64,
+    ) -> Result<Option<Shortfall>, SyncError> {
+        let (stored, window) = (feed.stored, state.window);
+        let held = self.sink.call(move |s| s.stored_in_window(stored, window)).await??;
+        let accounted = held.saturating_add(state.unplaced);
+        let (from, to) = window;
+        Ok((accounted < total).then(|| Shortfall {
+            what: format!(
+                "records dated {} to {to} ({})",
+                from.map_or_else(|| "the start".to_owned(), |d| d.to_string()),
+                pipeline.route
+            ),
+            expected: total,
+            stored: accounted,
+        }))
+    }
+}
+
+/// Where a window read is between pages.
+struct ReadState {
+    /// The days being read; narrowed when the read starts again.
+    window: (Option<NaiveDate>, NaiveDate),
+    /// The days asked for first, read whole again when dates cannot say
+    /// where to start.
+    first_window: (Option<NaiveDate>, NaiveDate),
+    /// The offset past the last record read.
+    offset: u64,
+    /// That record: the next page starts with it.
+    last: Option<(String, Option<NaiveDate>)>,
+    /// Whether every record so far was dated and in date order: only then
+    /// does a page tell which days it completes.
+    in_date_order: bool,
+    previous_digest: Option<u64>,
+    restarts: u32,
+    /// Records the warehouse cannot count by date (quarantined or undated):
+    /// the window's count against the service's total adds them.
+    unplaced: u64,
+    /// The newest day any record carried: where a fresh read that was not
+    /// in date order goes on from.
+    newest_seen: Option<NaiveDate>,
+    /// Whether the last page held as many records as asked: an empty page
+    /// after it, with no total, may be a cap on offset paging.
+    last_page_full: bool,
+}
+
+impl ReadState {
+    fn new(read: WindowRead) -> ReadState {
+        ReadState {
+            window: (read.from, read.to),
+            first_window: (read.from, read.to),
+            offset: read.start.as_ref().map_or(0, |s| s.offset),
+            last: read.start.map(|s| (s.key, Some(s.date))),
+            in_date_order: true,
+            previous_digest: None,
+            restarts: 0,
+            unplaced: 0,
+            newest_seen: None,
+            last_page_full: false,
+        }
+    }
+
+    /// The offset to ask: one back, so the page starts with the last record read.
+    fn asked(&self) -> u64 {
+        if self.last.is_some() {
+            self.offset - 1
+        } else {
+            self.offset
+        }
+    }
+
+    /// Reads `window` again from its first record.
+    fn again(&mut self, window: (Option<NaiveDate>, NaiveDate)) {
+        self.window = window;
+        (
+            self.offset,
+            self.last,
+            self.previous_digest,
+            self.unplaced,
+            self.last_page_full,
+        ) = (0, None, None, 0, false);
+    }
+
+    /// The window to read again when the list moved under the read (the
+    /// page does not start with the last record read): from the last day
+    /// known complete, or the whole window when dates cannot tell.
+    fn moved(
+        &mut self,
+        page: &WindowRows,
+        direction: Direction,
+        route: &str,
+    ) -> Result<Option<(Option<NaiveDate>, NaiveDate)>, SyncError> {
+        let Some((key, date)) = &self.last else {
+            return Ok(None);
+        };
+        // An empty page ends the window whatever came before it; the count
+        // says whether the window is whole.
+        if page.records.first().is_none_or(|(first, _)| first == key) {
+            return Ok(None);
+        }
+        self.restarts += 1;
+        if self.restarts > MOST_RESTARTS {
+            return Err(SyncError::Other(format!(
+                "{route}: the list kept moving while it was read ({MOST_RESTARTS} restarts); the next run goes on"
+            )));
+        }
+        let (from, to) = self.window;
+        Ok(Some(match (*date, self.in_date_order, direction) {
+            (Some(day), true, Direction::Fresh) => (Some(day), to),
+            (Some(day), true, Direction::Backfill) => (from, day),
+            _ => self.first_window,
+        }))
+    }
+
+    /// The window to read on in when an empty page comes right after a full
+    /// one and the service gives no total: the end of the list, or its cap
+    /// on offset paging. Narrowed to the last day read, the read moves past
+    /// the cap; the list ends where a read ends on a short page.
+    fn capped(
+        &self,
+        page: &WindowRows,
+        fresh_records: u64,
+        asked: u64,
+        direction: Direction,
+        route: &str,
+    ) -> Result<Option<(Option<NaiveDate>, NaiveDate)>, SyncError> {
+        let Some((_, last_date)) = &self.last else {
+            return Ok(None);
+        };
+        if fresh_records > 0 || asked == 0 || page.total.is_some() || !self.last_page_full {
+            return Ok(None);
+        }
+        narrowed(*last_date, self.in_date_order, direction, self.window)
+            .map(Some)
+            .ok_or_else(|| {
+                SyncError::Other(format!(
+                    "{route}: an empty page at offset {asked} right after a full one, and no total: the service may stop \
+                     paging by offset there, and the records read cannot narrow the window past it (all of one day, \
+                     or not in date order); nothing is marked complete"
+                ))
+            })
+    }
+
+    /// Takes in a page read on from `asked`: the offset past it, its
+    /// undated records, the page size the service holds to, and the order.
+    fn take(&mut self, page: &WindowRows, asked: u64, newest_first: bool, limit: &mut u32) {
+        let count = page.records.len() as u64;
+        if count > 0 {
+            self.offset = asked + count;
+        }
+        self.unplaced += page
+            .records
+            .iter()
+            .skip(usize::from(self.last.is_some()))
+            .filter(|(_, date)| date.is_none())
+            .count() as u64;
+        // A service whose pages hold fewer than asked says so in `limit`:
+        // the rest of the read asks for that many.
+        if let Some(served) = page.limit.filter(|&l| l >= 1 && l < u64::from(*limit)) {
+            *limit = served as u32;
+        }
+        self.last_page_full = count >= u64::from(*limit);
+        self.newest_seen = page
+            .records
+            .iter()
+            .filter_map(|(_, d)| *d)
+            .chain(self.newest_seen)
+            .max();
+        self.in_date_order &= in_date_order_after(&page.records, self.last.as_ref().and_then(|l| l.1), newest_first);
     }
 }
 

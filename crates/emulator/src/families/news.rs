@@ -1,11 +1,32 @@
 //! The news routes: the feed and each company's, items, sources, topics,
 //! search, top stories, and the live stream.
 
-use super::*;
+use super::{Family, Named, bad_request, company_or_404, int_param};
+use crate::*;
+
+pub(crate) const FAMILY: Family = Family {
+    routes,
+    named: &[
+        Named::list(
+            "news",
+            &[
+                "/api/v1/news/feed",
+                "/api/v1/news/search",
+                "/api/v1/companies/{id}/news",
+            ],
+            "items",
+        ),
+        Named::list("sources", &["/api/v1/news/sources"], "sources"),
+        Named::list("topics", &["/api/v1/news/topics"], "topics"),
+        Named::other("stream", &["/api/v1/news/stream"]),
+        Named::other("top", &["/api/v1/news/top"]),
+        Named::other("item", &["/api/v1/news/items/{id}"]),
+    ],
+};
 
 /// The news routes: the feed and each company's, search, the live stream,
 /// top stories, items, topics and sources.
-pub(super) fn routes(router: DataRouter) -> DataRouter {
+fn routes(router: DataRouter) -> DataRouter {
     router
         .route("/api/v1/companies/{id}/news", get(company_news))
         .route("/api/v1/news/feed", get(news_feed))
@@ -17,7 +38,7 @@ pub(super) fn routes(router: DataRouter) -> DataRouter {
         .route("/api/v1/news/sources", get(news_sources))
 }
 
-pub(super) fn list_param(query: &HashMap<String, String>, name: &str) -> Option<Vec<String>> {
+fn list_param(query: &HashMap<String, String>, name: &str) -> Option<Vec<String>> {
     query.get(name).map(|v| {
         v.split(',')
             .map(|s| s.trim().to_owned())
@@ -26,7 +47,7 @@ pub(super) fn list_param(query: &HashMap<String, String>, name: &str) -> Option<
     })
 }
 
-pub(super) fn cursor_param(query: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiError> {
+fn cursor_param(query: &HashMap<String, String>, name: &str) -> Result<Option<u64>, ApiError> {
     query
         .get(name)
         .map(|v| {
@@ -37,12 +58,12 @@ pub(super) fn cursor_param(query: &HashMap<String, String>, name: &str) -> Resul
 }
 
 /// Serves a feed page for `/news/feed`, `/news/search` and `/companies/{id}/news`.
-pub(super) fn feed(state: &AppState, query: &HashMap<String, String>, ciks: Option<Vec<String>>) -> ApiResult {
+fn feed(state: &AppState, query: &HashMap<String, String>, ciks: Option<Vec<String>>) -> ApiResult {
     Ok(Json(feed_page(state, query, ciks)?).into_response())
 }
 
 /// A feed body as the wire contract defines it, for the feed routes and the stream.
-pub(super) fn feed_page(
+fn feed_page(
     state: &AppState,
     query: &HashMap<String, String>,
     ciks: Option<Vec<String>>,
@@ -106,14 +127,11 @@ pub(super) fn feed_page(
     Ok(body)
 }
 
-pub(super) async fn news_feed(
-    State(state): State<Arc<AppState>>,
-    Query(query): Query<HashMap<String, String>>,
-) -> ApiResult {
+async fn news_feed(State(state): State<Arc<AppState>>, Query(query): Query<HashMap<String, String>>) -> ApiResult {
     feed(&state, &query, None)
 }
 
-pub(super) async fn company_news(
+async fn company_news(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
@@ -124,7 +142,7 @@ pub(super) async fn company_news(
     feed(&state, &query, Some(lineage))
 }
 
-pub(super) async fn news_item(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+async fn news_item(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
     let not_found = || ApiError::new(StatusCode::NOT_FOUND, format!("no news item '{id}'"));
     let n = news::parse_id(&id).ok_or_else(not_found)?;
     let now = state.clock.now();
@@ -141,7 +159,7 @@ pub(super) async fn news_item(State(state): State<Arc<AppState>>, Path(id): Path
     Ok(Json(json!({"item": it.body, "storyline": storyline})).into_response())
 }
 
-pub(super) async fn news_topics() -> Json<serde_json::Value> {
+async fn news_topics() -> Json<serde_json::Value> {
     let topics: Vec<serde_json::Value> = news::TOPICS
         .iter()
         .map(|(key, name, parent)| json!({"key": key, "name": name, "parent": parent}))
@@ -149,7 +167,7 @@ pub(super) async fn news_topics() -> Json<serde_json::Value> {
     Json(json!({"topics": topics}))
 }
 
-pub(super) async fn news_sources(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+async fn news_sources(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     let now = state.clock.now();
     let count = news::CADENCE.count_at(state.world.seed, now);
     let from = news::CADENCE
@@ -173,10 +191,7 @@ pub(super) async fn news_sources(State(state): State<Arc<AppState>>) -> Json<ser
     Json(json!({"sources": sources}))
 }
 
-pub(super) async fn news_search(
-    State(state): State<Arc<AppState>>,
-    Query(query): Query<HashMap<String, String>>,
-) -> ApiResult {
+async fn news_search(State(state): State<Arc<AppState>>, Query(query): Query<HashMap<String, String>>) -> ApiResult {
     if query.get("q").is_none_or(|q| q.trim().is_empty()) {
         return Err(bad_request(
             "missing parameter 'q': the text to search headlines and snippets for".into(),
@@ -186,10 +201,7 @@ pub(super) async fn news_search(
 }
 
 /// Each storyline in the window collapsed to its strongest item, by importance.
-pub(super) async fn news_top(
-    State(state): State<Arc<AppState>>,
-    Query(query): Query<HashMap<String, String>>,
-) -> ApiResult {
+async fn news_top(State(state): State<Arc<AppState>>, Query(query): Query<HashMap<String, String>>) -> ApiResult {
     let window = query.get("window").map(String::as_str).unwrap_or("24h");
     let hours = match window {
         "6h" => 6,
@@ -225,7 +237,7 @@ pub(super) async fn news_top(
 
 /// Why a stream was cut (the admin asked for it).
 #[derive(Debug)]
-pub(super) struct StreamCut;
+struct StreamCut;
 
 impl std::fmt::Display for StreamCut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -238,10 +250,7 @@ impl std::error::Error for StreamCut {}
 /// `GET /news/stream`: `event: items` frames carrying a feed body whenever new
 /// or rewritten items appear, a `: ping` comment at the ping interval, and a
 /// close after `close_after`; the client reconnects with `after`.
-pub(super) async fn news_stream(
-    State(state): State<Arc<AppState>>,
-    Query(query): Query<HashMap<String, String>>,
-) -> ApiResult {
+async fn news_stream(State(state): State<Arc<AppState>>, Query(query): Query<HashMap<String, String>>) -> ApiResult {
     use axum::response::sse::{Event, KeepAlive, Sse};
     // Validate the filters and cursor the way the feed does.
     let mut probe = query.clone();
