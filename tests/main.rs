@@ -25,6 +25,8 @@ mod economy;
 mod emulator;
 /// A Free key's week of the shipped daemon: the quota, the forecast, auto schedules.
 mod free_week;
+/// History: versions of changed and withdrawn rows, `<table>_as_of(ts)`.
+mod history;
 /// A hostile upstream: redirects, absurd headers, stuck cursors, endless bodies.
 mod hostile;
 /// Incremental loads: no duplicate keys, no rewritten rows, new data lands.

@@ -133,7 +133,7 @@ const CLIENT_CLOCK: &[(&str, &str)] = &[
 pub(crate) fn content(warehouse: &Path) -> BTreeMap<&'static str, (i64, String)> {
     let conn = read_only(warehouse);
     catalogue()
-        .filter(|t| t.lineage)
+        .filter(|t| t.lineage && t.versions_of.is_none())
         .map(|t| {
             let cols: Vec<String> = t
                 .columns

@@ -81,12 +81,15 @@ pub fn markdown() -> String {
             t.key.join(", ")
         };
         let by: Vec<String> = writers(t).iter().map(|f| format!("`{}`", f.name)).collect();
-        let by = if by.is_empty() {
-            "fdsync".to_owned()
-        } else {
-            by.join(", ")
+        let by = match t.versions_of {
+            Some(of) => format!("loads of `{of}`"),
+            None if by.is_empty() => "fdsync".to_owned(),
+            None => by.join(", "),
         };
-        let rule = load_doc(t).split(':').next().unwrap_or_default();
+        let rule = match t.versions_of {
+            Some(_) => "versions",
+            None => load_doc(t).split(':').next().unwrap_or_default(),
+        };
         let _ = writeln!(out, "| [`{0}`](#{0}) | {key} | {rule} | {by} |", t.name);
     }
     for t in catalogue() {

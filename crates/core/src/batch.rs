@@ -501,6 +501,17 @@ fn keys_compared_distinct(table: &TableDef, keys: &[ArrayRef]) -> Result<bool, B
     Ok(rows.iter().all(|row| seen.insert(row)))
 }
 
+/// A partition of a [`LoadRule::Replace`](crate::tables::LoadRule::Replace)
+/// table that a response held in full: what it no longer holds is withdrawn
+/// as of that response.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Replaced {
+    pub partition: String,
+    /// When the response was fetched, and the run that fetched it.
+    pub seen_at: DateTime<Utc>,
+    pub run_id: String,
+}
+
 /// One table's rows, ready to load.
 #[derive(Debug)]
 pub struct TableBatch {
@@ -508,7 +519,7 @@ pub struct TableBatch {
     pub batch: RecordBatch,
     /// [`LoadRule::Replace`](crate::tables::LoadRule::Replace): the partitions
     /// this batch holds in full, even those it holds no row of.
-    pub partitions: Vec<String>,
+    pub partitions: Vec<Replaced>,
     /// [`keys_are_distinct`] of this batch, when it was found before the
     /// batch reached the writer ([`TableBatch::find_distinct_keys`]).
     pub distinct_keys: Option<bool>,
@@ -571,8 +582,10 @@ impl TableBatch {
                     let all = std::iter::once(&first.batch).chain(more.iter());
                     first.batch = arrow::compute::concat_batches(&schema, all).map_err(batch_err(first.table.name))?;
                     first.distinct_keys = None;
+                    // The latest response of a partition says what it holds.
                     first.partitions.sort();
-                    first.partitions.dedup();
+                    first.partitions.reverse();
+                    first.partitions.dedup_by(|a, b| a.partition == b.partition);
                 }
                 Ok(first)
             })

@@ -220,7 +220,11 @@ impl Rows {
                 .replaced
                 .iter()
                 .filter(|(t, _)| whole && *t == batch.table.name)
-                .map(|(_, p)| p.clone())
+                .map(|(_, p)| crate::batch::Replaced {
+                    partition: p.clone(),
+                    seen_at: self.fetched_at,
+                    run_id: self.run_id.clone(),
+                })
                 .collect();
             out.push(batch);
         }

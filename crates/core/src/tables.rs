@@ -108,6 +108,13 @@ pub struct TableDef {
     /// too, its key's last column (a timestamp) taken from `_fetched_at`:
     /// when fdsync first saw that version.
     pub versioned_by: Option<&'static str>,
+    /// Upsert or Replace: every row a load replaces or withdraws is kept in
+    /// the table's versions table (`<name>_versions`, [`TableDef::versions_table`])
+    /// with when it stopped being served, so the table can be read as known
+    /// at any past moment (`<name>_as_of(ts)`).
+    pub versions: bool,
+    /// A versions table: the table whose superseded rows it keeps.
+    pub versions_of: Option<&'static str>,
     /// How the lake splits the table into hive partitions; `None` for tables
     /// small enough to be one partition.
     pub lake_partition: Option<LakePartition>,
@@ -198,6 +205,25 @@ pub const LINEAGE: &[Column] = &[
     ),
 ];
 
+/// The columns a versions table carries after its table's own, before the lineage.
+pub const VERSION_COLUMNS: &[Column] = &[
+    col(
+        "_superseded_at",
+        ColType::Timestamp,
+        "When fdsync first saw the row no longer served as it is here: replaced by another version, or withdrawn (UTC).",
+    ),
+    col(
+        "_superseded_by",
+        ColType::Text,
+        "The run that saw it (`_sync_runs.run_id`).",
+    ),
+    col(
+        "_change",
+        ColType::Text,
+        "`changed`: the service serves the key with other values; `withdrawn`: a response listing the whole set no longer holds the key.",
+    ),
+];
+
 const fn col(name: &'static str, ty: ColType, doc: &'static str) -> Column {
     Column { name, ty, doc }
 }
@@ -238,6 +264,33 @@ impl TableDef {
             .or_else(|| (self.lineage && ["_run_id", "_route"].contains(&column)).then_some(Compression::Dictionary))
     }
 
+    /// The name of the table that keeps this one's superseded rows.
+    pub fn versions_name(&self) -> String {
+        format!("{}_versions", self.name)
+    }
+
+    /// The table that keeps this one's superseded rows: its columns and
+    /// [`VERSION_COLUMNS`], one row per version, in its lake partitions.
+    /// Made once per table for the life of the process (the catalogue's).
+    pub fn versions_table(&self) -> TableDef {
+        let columns: Vec<Column> = self.columns.iter().chain(VERSION_COLUMNS).copied().collect();
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        TableDef {
+            name: leak(self.versions_name()),
+            doc: leak(format!(
+                "Every row `{}` held before the service changed or withdrew it, from when fdsync first saw it \
+                 (`_fetched_at`) to when it saw it superseded (`_superseded_at`); `{}_as_of(ts)` reads both as known at `ts`.",
+                self.name, self.name
+            )),
+            columns: Box::leak(columns.into_boxed_slice()),
+            lineage: self.lineage,
+            versions_of: Some(self.name),
+            lake_partition: self.lake_partition,
+            compression: self.compression,
+            ..TableDef::DEFAULT
+        }
+    }
+
     pub fn arrow_schema(&self) -> SchemaRef {
         let fields: Vec<Field> = self
             .all_columns()
@@ -260,6 +313,8 @@ impl TableDef {
         keep_stored: &[],
         newer_by: None,
         versioned_by: None,
+        versions: false,
+        versions_of: None,
         lake_partition: None,
         compression: &[],
     };

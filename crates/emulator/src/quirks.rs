@@ -54,6 +54,7 @@ pub const QUIRK_NAMES: &[&str] = &[
     "exclusive_dates",
     "retyped_dividend",
     "withdrawn_month",
+    "split",
 ];
 
 /// The name a renamed list is served under.
@@ -120,6 +121,9 @@ pub struct Quirks {
     pub retyped_dividend: bool,
     /// Each company's oldest month of revenue left out: a filing withdrawn.
     pub withdrawn_month: bool,
+    /// A 2:1 split on this day: every bar before it served adjusted (prices
+    /// halved, volume doubled), as services restate a history.
+    pub split: Option<chrono::NaiveDate>,
 }
 
 /// The news filters that take several values.
@@ -182,6 +186,9 @@ impl Quirks {
             match part.split_once('=') {
                 Some(("page_cap", v)) => q.page_cap = Some(count(part, v)?),
                 Some(("withhold_page", v)) => q.withhold_page = Some(count(part, v)?),
+                Some(("split", v)) => {
+                    q.split = Some(v.parse().map_err(|_| format!("{part:?}: expected split=YYYY-MM-DD"))?);
+                }
                 Some(("rename", v)) => q.renamed = families(v)?,
                 Some(("null", v)) => q.nulled = families(v)?,
                 Some(("unserved", v)) => {
@@ -231,7 +238,7 @@ impl Quirks {
                          empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at, redated, \
                          unserved=FAMILIES@COMPANY[:STATUS], refuse=FAMILY:STATUS, rename_inner=FAMILIES, ignore_sort, \
                          no_total, offset_cap=OFFSET, repeated_filters, json_texts, no_server_time, exclusive_dates, \
-                         retyped_dividend or withdrawn_month"
+                         retyped_dividend, withdrawn_month or split=YYYY-MM-DD"
                     ));
                 }
             }
@@ -443,6 +450,24 @@ fn rewrite_body(
     {
         oldest.insert("type".into(), json!("Special"));
     }
+    if let Some(day) = q.split
+        && family == Some("prices")
+        && let Some(bars) = body.get_mut("bars").and_then(Value::as_array_mut)
+    {
+        let split_ms = day.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis();
+        for bar in bars.iter_mut().filter_map(Value::as_object_mut) {
+            if bar.get("t").and_then(Value::as_i64).is_some_and(|t| t < split_ms) {
+                for price in ["o", "h", "l", "c"] {
+                    if let Some(p) = bar.get(price).and_then(Value::as_f64) {
+                        bar.insert(price.into(), json!((p / 2.0 * 10_000.0).round() / 10_000.0));
+                    }
+                }
+                if let Some(v) = bar.get("v").and_then(Value::as_i64) {
+                    bar.insert("v".into(), json!(v * 2));
+                }
+            }
+        }
+    }
     if q.withdrawn_month
         && family == Some("monthly_revenue")
         && let Some(months) = body.get_mut("months").and_then(Value::as_array_mut)
@@ -619,6 +644,7 @@ mod tests {
         for name in QUIRK_NAMES {
             let spec = match *name {
                 "page_cap" | "withhold_page" | "offset_cap" => format!("{name}=3"),
+                "split" => format!("{name}=2026-09-01"),
                 "rename" | "null" => format!("{name}=wire"),
                 "rename_inner" => format!("{name}=regulation"),
                 "unserved" => format!("{name}=prices@MSFT:402"),

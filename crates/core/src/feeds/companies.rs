@@ -43,6 +43,7 @@ table! {
     }
     key: &["company_key"],
     load: LoadRule::Upsert,
+    versions: true,
 }
 
 table! {

@@ -61,6 +61,7 @@ table! {
     }
     key: &["observed_date", "market", "data_type"],
     load: LoadRule::Upsert,
+    versions: true,
     lake_partition: Some(LakePartition::Year("observed_date")),
 }
 

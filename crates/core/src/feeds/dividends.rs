@@ -96,7 +96,8 @@ table! {
         yield_period_avg_pct: Float,
     }
     key: &["company_key", "ex_date", "type"],
-    load: LoadRule::Upsert,
+    load: LoadRule::Replace,
+    versions: true,
     lake_partition: Some(LakePartition::Year("ex_date")),
 }
 
@@ -137,6 +138,7 @@ table! {
     }
     key: &["company_key", "as_of_date"],
     load: LoadRule::Upsert,
+    versions: true,
     lake_partition: Some(LakePartition::Year("as_of_date")),
 }
 
@@ -154,6 +156,7 @@ table! {
     }
     key: &["company_key", "date"],
     load: LoadRule::Upsert,
+    versions: true,
     lake_partition: Some(LakePartition::Year("date")),
 }
 
@@ -179,6 +182,10 @@ pub fn read(rows: &mut Rows, page: &DividendsPage<'_>, company_key: &str, as_of:
     let cik = page.cik.as_deref().map(crate::wire::company_key);
     let (cik, symbol, currency) = (cik.as_deref(), page.symbol.as_deref(), page.currency.as_deref());
     let mut latest = None;
+    // The route lists every event of the company: an event it no longer
+    // lists is withdrawn. Its yield series is a trailing window, whose
+    // months leave it without being withdrawn.
+    rows.replace_partition(&DIVIDENDS, company_key);
     for raw in &page.events {
         let Some(e) = rows.parse::<DividendEvent>(raw, "dividend event") else {
             continue;

@@ -79,6 +79,7 @@ table! {
     }
     key: &["accession"],
     load: LoadRule::Upsert,
+    versions: true,
     keep_stored: &["symbol", "name", "headline"],
     lake_partition: Some(LakePartition::Year("filing_date")),
     compression: &[("raw", Zstd)],

@@ -155,6 +155,23 @@ pub struct PerCompany {
     /// A 404 says the company has none of this data (no mandate): noted in
     /// its checkpoint and asked again after `params.recheck_days`.
     pub absent_on_404: bool,
+    /// A history the service may restate whole (prices after a split).
+    pub restates: Option<Restates>,
+}
+
+/// How a restated history is told and read again. A refetch overlaps what
+/// is stored; a stored row it changed that is older than
+/// `params.restate_days` is not yesterday corrected but the history
+/// adjusted, so the company's whole history is asked again and replaces
+/// its rows, the old ones kept as versions.
+pub struct Restates {
+    pub table: &'static crate::tables::TableDef,
+    /// The table's date column.
+    pub date: &'static str,
+    /// The value whose old-to-new ratio is the restatement's factor (a split's).
+    pub value: &'static str,
+    /// The query (without `?`) that asks for the whole history.
+    pub whole: &'static str,
 }
 
 impl PerCompany {
@@ -164,6 +181,7 @@ impl PerCompany {
             query: None,
             read,
             absent_on_404: false,
+            restates: None,
         }
     }
 }

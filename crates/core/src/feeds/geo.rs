@@ -55,6 +55,7 @@ table! {
     }
     key: &["observed_date", "layer"],
     load: LoadRule::Upsert,
+    versions: true,
     lake_partition: Some(LakePartition::Year("observed_date")),
 }
 
@@ -72,6 +73,7 @@ table! {
     }
     key: &["observed_date", "layer", "country"],
     load: LoadRule::Upsert,
+    versions: true,
     lake_partition: Some(LakePartition::Year("observed_date")),
 }
 

@@ -98,6 +98,7 @@ table! {
     }
     key: &["symbol", "last_price_date"],
     load: LoadRule::Upsert,
+    versions: true,
 }
 
 pub static FEED: Feed = Feed {

@@ -60,6 +60,7 @@ table! {
     }
     key: &["country"],
     load: LoadRule::Upsert,
+    versions: true,
 }
 
 table! {
@@ -82,6 +83,7 @@ table! {
     }
     key: &["country", "series_key"],
     load: LoadRule::Upsert,
+    versions: true,
 }
 
 table! {

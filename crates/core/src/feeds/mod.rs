@@ -154,19 +154,32 @@ pub fn feed(name: &str) -> Option<&'static Feed> {
     FEEDS.iter().copied().find(|f| f.name == name)
 }
 
-/// Every warehouse table: the feeds' (each once, in registry order), then
-/// the bookkeeping tables.
+/// Every warehouse table: the feeds' (each once, in registry order, a
+/// table that keeps versions followed by its versions table), then the
+/// bookkeeping tables.
 pub fn catalogue() -> impl Iterator<Item = &'static TableDef> {
-    let mut seen = Vec::new();
-    FEEDS
-        .iter()
-        .flat_map(|f| f.tables.iter().copied())
-        .filter(move |t| {
-            let new = !seen.contains(&t.name);
-            seen.push(t.name);
-            new
-        })
-        .chain(BOOKKEEPING.iter().copied())
+    static TABLES: std::sync::OnceLock<Vec<&'static TableDef>> = std::sync::OnceLock::new();
+    let tables = TABLES.get_or_init(|| {
+        let mut tables: Vec<&'static TableDef> = Vec::new();
+        for table in FEEDS.iter().flat_map(|f| f.tables.iter().copied()) {
+            if tables.iter().any(|t| t.name == table.name) {
+                continue;
+            }
+            tables.push(table);
+            if table.versions {
+                tables.push(Box::leak(Box::new(table.versions_table())));
+            }
+        }
+        tables.extend(BOOKKEEPING.iter().copied());
+        tables
+    });
+    tables.iter().copied()
+}
+
+/// The table that keeps `table`'s versions, when it keeps them.
+pub fn versions_of(table: &TableDef) -> Option<&'static TableDef> {
+    let name = table.versions_name();
+    table.versions.then(|| catalogue().find(|t| t.name == name)).flatten()
 }
 
 /// Looks a warehouse table up by name.
@@ -396,6 +409,17 @@ mod tests {
             }
             if let Some(p) = t.lake_partition {
                 assert!(t.columns.iter().any(|c| c.name == p.source()), "{}", t.name);
+            }
+            // Every data table whose rows change keeps what it held; its
+            // versions are dated by the lineage's `_fetched_at`.
+            let changes = matches!(
+                t.load,
+                crate::tables::LoadRule::Upsert | crate::tables::LoadRule::Replace
+            );
+            assert_eq!(t.versions, changes && !t.is_bookkeeping(), "{}: versions", t.name);
+            if t.versions {
+                assert!(t.lineage, "{}: versions without lineage", t.name);
+                assert!(versions_of(t).is_some(), "{}", t.name);
             }
         }
     }

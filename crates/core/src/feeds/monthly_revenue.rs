@@ -56,7 +56,8 @@ table! {
         licence: Text,
     }
     key: &["company_key", "month"],
-    load: LoadRule::Upsert,
+    load: LoadRule::Replace,
+    versions: true,
     lake_partition: Some(LakePartition::Year("month")),
 }
 
@@ -69,6 +70,7 @@ pub static FEED: Feed = Feed {
         query: None,
         read: read_page,
         absent_on_404: true,
+        restates: None,
     }),
     params: &["recheck_days"],
     check: nothing_more,
@@ -88,6 +90,9 @@ fn month_of(text: &str) -> Option<NaiveDate> {
 fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, BodyError> {
     let page: MonthlyRevenuePage = parse_body(body)?;
     let mut newest = None;
+    // The route lists every month the company filed: a month it no longer
+    // lists is withdrawn.
+    rows.replace_partition(&MONTHLY_REVENUE, company_key);
     for raw in &page.months {
         let Some(m) = rows.parse::<RevenueMonth>(raw, "monthly revenue") else {
             continue;

@@ -192,6 +192,7 @@ table! {
     }
     key: &["id"],
     load: LoadRule::Upsert,
+    versions: true,
     keep_stored: &["snippet", "body", "url", "form"],
     newer_by: Some("updated_at"),
     lake_partition: Some(LakePartition::Month("published_at")),
@@ -247,6 +248,7 @@ table! {
     }
     key: &["source_id"],
     load: LoadRule::Upsert,
+    versions: true,
     keep_stored: &["name", "licence_class", "attribution", "display_policy", "count_24h"],
 }
 
@@ -262,6 +264,7 @@ table! {
     }
     key: &["topic_key"],
     load: LoadRule::Upsert,
+    versions: true,
 }
 
 table! {

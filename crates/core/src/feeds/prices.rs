@@ -4,7 +4,7 @@ use chrono::{DateTime, NaiveDate};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{BodyError, Feed, Fetch, Params, PerCompany, parse_body};
+use super::{BodyError, Feed, Fetch, Params, PerCompany, Restates, parse_body};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::Compression::{Dictionary, Fsst};
@@ -57,6 +57,7 @@ table! {
     }
     key: &["company_key", "date"],
     load: LoadRule::Upsert,
+    versions: true,
     lake_partition: Some(LakePartition::Year("date")),
     compression: &[("raw", Fsst), ("company_key", Dictionary), ("symbol", Dictionary)],
 }
@@ -70,6 +71,12 @@ pub static FEED: Feed = Feed {
         query: Some(range_query),
         read: read_page,
         absent_on_404: false,
+        restates: Some(Restates {
+            table: &PRICES_DAILY,
+            date: "date",
+            value: "close",
+            whole: "range=ALL",
+        }),
     }),
     params: &["first_range", "restate_days"],
     check,

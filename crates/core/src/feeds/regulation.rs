@@ -71,6 +71,7 @@ table! {
     }
     key: &["company_key", "document_id", "basis"],
     load: LoadRule::Replace,
+    versions: true,
 }
 
 table! {

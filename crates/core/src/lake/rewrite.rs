@@ -144,7 +144,7 @@ pub fn rewrite_partition(
         Kind::Append => chg.to_owned(),
         Kind::AppendNewKeys => format!("SELECT c.* FROM ({chg}) c ANTI JOIN ({old}) o ON {on}"),
         Kind::Merge => {
-            let kept = if table.load == LoadRule::Replace {
+            let kept = if !changes.replaced.is_empty() {
                 let replaced: Vec<String> = changes.replaced.iter().map(|p| sql_literal(Some(p))).collect();
                 let part = ident(table.key[0]);
                 if replaced.is_empty() {

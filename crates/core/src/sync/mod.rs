@@ -83,6 +83,8 @@ struct Progress {
     not_served: Vec<NotServed>,
     /// Companies not asked this run: the route refused them within a day.
     not_served_resting: Vec<unserved::Resting>,
+    /// Histories the service restated, read again whole (in words).
+    restated: Vec<String>,
 }
 
 impl Progress {
@@ -96,6 +98,7 @@ impl Progress {
         self.shortfalls.extend(other.shortfalls);
         self.not_served.extend(other.not_served);
         self.not_served_resting.extend(other.not_served_resting);
+        self.restated.extend(other.restated);
     }
 }
 
@@ -379,6 +382,7 @@ impl Syncer {
             shortfall,
             unreadable: unreadable_count as u64,
             not_served: not_served_lines(&progress),
+            restated: std::mem::take(&mut progress.restated),
             error,
             resumes,
         };

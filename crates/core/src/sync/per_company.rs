@@ -10,12 +10,13 @@ use futures::{FutureExt, StreamExt};
 
 use super::commit::send_fetched;
 use super::unserved::found_for;
-use super::{Member, NO_MANDATE, Progress, Syncer};
+use super::{Member, NO_MANDATE, Progress, Syncer, Turn};
 use crate::error::SyncError;
 use crate::feeds::PerCompany;
 use crate::pipeline::Pipeline;
 use crate::records::Rows;
 use crate::sink::{Checkpoint, StoredCheckpoint};
+use crate::tables::TableDef;
 use crate::upstream::{Access, UpstreamError, encode};
 
 impl Syncer {
@@ -30,7 +31,6 @@ impl Syncer {
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
         let today = self.clock.now().date_naive();
-        let read = feed.read;
         let recheck = chrono::Duration::days(i64::from(pipeline.params.recheck_days.unwrap_or(30)));
         // A company the service said has none of this data is not asked again until the recheck is
         // due.
@@ -62,6 +62,53 @@ impl Syncer {
                 (member.key.clone(), route, partial)
             })
             .collect();
+        self.fetch_companies(Turn { pipeline, run_id }, feed, requests, None, progress)
+            .await?;
+        let Some(restates) = &feed.restates else {
+            return Ok(());
+        };
+        // Rows older than the correction window that this run's refetches
+        // changed: each such company's history is read again whole.
+        let before = today - chrono::Duration::days(i64::from(pipeline.params.restate_days.unwrap_or(7)));
+        let (table, date, value, run) = (restates.table, restates.date, restates.value, run_id.to_owned());
+        let restated = self
+            .sink
+            .call(move |s| s.restated(table, &run, date, value, before))
+            .await??;
+        let mut again = Vec::new();
+        for r in restated {
+            let path = pipeline.route.replace("{company}", &encode(&r.partition));
+            let route = format!("{path}?{}", restates.whole);
+            let factor = r.factor.map(|f| format!(" (factor {f:.4})")).unwrap_or_default();
+            let said = format!(
+                "{} {}: {} row(s) before {before} changed{factor}; the whole history read again",
+                table.name, r.partition, r.rows
+            );
+            tracing::warn!(message = "The service restated a history.", pipeline = %pipeline.name, %said);
+            progress.restated.push(said);
+            again.push((r.partition, route, None));
+        }
+        if again.is_empty() {
+            return Ok(());
+        }
+        self.fetch_companies(Turn { pipeline, run_id }, feed, again, Some(table), progress)
+            .await
+    }
+
+    /// Fetches each company's route, `concurrency` at a time, and commits its
+    /// rows with its checkpoint in order. With `whole`, each response holds
+    /// the company's whole set of that table: rows it no longer holds are
+    /// withdrawn (when it was read whole).
+    async fn fetch_companies(
+        &self,
+        Turn { pipeline, run_id }: Turn<'_>,
+        feed: &PerCompany,
+        requests: Vec<(String, String, Option<NaiveDate>)>,
+        whole: Option<&'static TableDef>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let today = self.clock.now().date_naive();
+        let read = feed.read;
         // Each request's future is made when its turn comes: made up front,
         // every company's future would be held until the last was committed.
         // Boxed, the run future is proven Send over the lazy adapter
@@ -72,6 +119,9 @@ impl Syncer {
                     .client
                     .get(&route, Access::Key, |body| {
                         let mut rows = Rows::new(run_id, &route, self.clock.now());
+                        if let Some(table) = whole {
+                            rows.replace_partition(table, &key);
+                        }
                         let newest = read(&mut rows, body, &key)?;
                         Ok((rows, newest))
                     })

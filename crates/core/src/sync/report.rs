@@ -45,6 +45,9 @@ pub struct PipelineOutcome {
     /// Companies the route does not serve (404), this run's and those
     /// remembered from a day before: reported, not a reason to end `partial`.
     pub not_served: Vec<String>,
+    /// Histories the service restated, read again whole: `prices_daily
+    /// 0000789019: 77 rows before 2026-11-18 changed (factor 0.5000)`.
+    pub restated: Vec<String>,
     pub error: Option<String>,
     /// Whether it stopped with work the next run picks up at once
     /// (`_sync_runs.resumes`).
@@ -109,7 +112,14 @@ impl SyncReport {
         )?;
         for o in &self.outcomes {
             let not_served = (!o.not_served.is_empty()).then(|| format!("not served: {}", o.not_served.join("; ")));
-            let note: Vec<&str> = o.error.as_deref().into_iter().chain(not_served.as_deref()).collect();
+            let restated = (!o.restated.is_empty()).then(|| format!("restated: {}", o.restated.join("; ")));
+            let note: Vec<&str> = o
+                .error
+                .as_deref()
+                .into_iter()
+                .chain(not_served.as_deref())
+                .chain(restated.as_deref())
+                .collect();
             writeln!(
                 out,
                 "  {:<w$} {:<16} {:>8} {:>12}  {}",

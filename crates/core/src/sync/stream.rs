@@ -123,6 +123,7 @@ impl Syncer {
             shortfall: 0,
             unreadable: 0,
             not_served: Vec::new(),
+            restated: Vec::new(),
             error: result.as_ref().err().map(ToString::to_string),
             resumes: false,
         };

@@ -85,7 +85,31 @@ impl DuckDbSink {
             );
             (filter, replaced)
         } else {
-            (changed, Vec::new())
+            // Another table's partitions read again whole (a restated
+            // history): their lake rows are replaced too.
+            let part = table.key.first().map(|k| ident(k));
+            let replaced: Vec<String> = match &part {
+                Some(_) => self.rows(
+                    (table.name, "finding the replaced partitions"),
+                    &format!(
+                        "SELECT DISTINCT \"partition\" FROM {REPLACED_LOG} WHERE table_name = ? AND {COMMIT_SEQ} > {after} ORDER BY 1"
+                    ),
+                    &[table.name],
+                    |r| r.get(0),
+                )?,
+                None => Vec::new(),
+            };
+            match part {
+                Some(part) if !replaced.is_empty() => (
+                    format!(
+                        "{part} IN (SELECT \"partition\" FROM {REPLACED_LOG} WHERE table_name = '{}' AND {COMMIT_SEQ} > {after}) \
+                         OR {changed}",
+                        table.name.replace('\'', "''")
+                    ),
+                    replaced,
+                ),
+                _ => (changed, Vec::new()),
+            }
         };
         let mut select: Vec<String> = table
             .all_columns()
@@ -112,7 +136,9 @@ impl DuckDbSink {
             .query_row(&copy, [], |r| r.get::<_, i64>(0))
             .map_err(err("writing the changed rows for the lake"))?
             .max(0) as u64;
-        let moved_from = if table.partition_can_move() {
+        // Rows that moved, and rows withdrawn from a replaced partition, left
+        // copies in lake partitions the changes may not touch.
+        let moved_from = if table.partition_can_move() || (table.lake_partition.is_some() && !replaced.is_empty()) {
             self.rows(
                 (table.name, "finding the partitions rows moved out of"),
                 &format!(

@@ -5,12 +5,12 @@ use arrow::record_batch::RecordBatch;
 
 use super::arrow_scan::ARROW_ROWS;
 use super::merge::{
-    Merge, NewKeysOnly, create_stage, key_bounds, key_columns, key_positions, merge_statements, staged_key_range,
-    staging,
+    Merge, NewKeysOnly, create_stage, insert_version, key_bounds, key_columns, key_positions, merge_statements,
+    staged_key_range, staging, stored_columns,
 };
 use super::settings::{APPEND_ROOM_BYTES, MIN_PROBE_ROWS, MIN_SLICE_ROWS};
-use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, json_list, sql_err};
-use crate::batch::{batch_err, keys_are_distinct};
+use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, MOVES_LOG, REPLACED_LOG, ident, json_list, sql_err};
+use crate::batch::{Replaced, batch_err, keys_are_distinct};
 use crate::sink::SinkError;
 use crate::tables::{ColType, LoadRule, TableDef};
 
@@ -36,7 +36,7 @@ impl DuckDbSink {
         &mut self,
         table: &'static TableDef,
         batch: RecordBatch,
-        partitions: &[String],
+        partitions: &[Replaced],
         distinct_keys: Option<bool>,
         seq: i64,
     ) -> Result<u64, SinkError> {
@@ -58,7 +58,14 @@ impl DuckDbSink {
             AllNew::NotProbed => false,
         };
         let mut written = 0;
-        for slice in self.slices(table, batch) {
+        // A batch that replaces partitions deletes what it does not hold, so
+        // it merges whole.
+        let slices = if partitions.is_empty() {
+            self.slices(table, batch)
+        } else {
+            vec![batch]
+        };
+        for slice in slices {
             written += self.load_slice(table, slice, partitions, seq, known_stored)?;
         }
         Ok(written)
@@ -72,7 +79,7 @@ impl DuckDbSink {
         &self,
         table: &'static TableDef,
         batch: &RecordBatch,
-        partitions: &[String],
+        partitions: &[Replaced],
         distinct_keys: Option<bool>,
         seq: i64,
     ) -> Result<AllNew, SinkError> {
@@ -153,7 +160,7 @@ impl DuckDbSink {
         &mut self,
         table: &'static TableDef,
         batch: RecordBatch,
-        partitions: &[String],
+        partitions: &[Replaced],
         seq: i64,
         known_stored: bool,
     ) -> Result<u64, SinkError> {
@@ -162,27 +169,64 @@ impl DuckDbSink {
         let staged_rows = batch.num_rows();
         let merge = &self.merges[table.name];
         self.stage(table, &merge.create_stage, batch)?;
-        if table.load == LoadRule::Replace && !partitions.is_empty() {
+        // A Replace table's responses, or another's read again whole (a
+        // restated history), name the partitions they hold in full.
+        if !partitions.is_empty() {
             let target = ident(table.name);
             let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
             let on: Vec<String> = key.iter().map(|k| format!("t.{k} = s.{k}")).collect();
             let part = &key[0];
+            let withdrawn = format!("NOT EXISTS (SELECT 1 FROM {stage} s WHERE {})", on.join(" AND "));
+            if table.versions {
+                // Kept as they were, closed as of the response that left them out.
+                let mut keep = self
+                    .conn
+                    .prepare_cached(&format!(
+                        "{} SELECT {}, CAST($2 AS TIMESTAMPTZ), $3, 'withdrawn', CAST($4 AS BIGINT) FROM {target} t \
+                         WHERE t.{part} = $1 AND {withdrawn}",
+                        insert_version(table),
+                        stored_columns(table, "t"),
+                    ))
+                    .map_err(sql_err(table.name, "keeping the rows the service no longer serves"))?;
+                for p in partitions {
+                    keep.execute(duckdb::params![p.partition, p.seen_at.to_rfc3339(), p.run_id, seq])
+                        .map_err(sql_err(table.name, "keeping the rows the service no longer serves"))?;
+                }
+            }
+            let names: Vec<String> = partitions.iter().map(|p| p.partition.clone()).collect();
+            if let Some(lake) = table.lake_partition {
+                // The lake partitions the withdrawn rows leave: rewritten
+                // at the next publish even when no other row changed there.
+                let was = super::export::partition_sql(table, lake, Some("t"));
+                self.conn
+                    .execute(
+                        &format!(
+                            "INSERT INTO {MOVES_LOG} ({COMMIT_SEQ}, table_name, \"partition\") \
+                             SELECT DISTINCT CAST({seq} AS BIGINT), '{}', CAST({was} AS VARCHAR) FROM {target} t \
+                             WHERE t.{part} IN (SELECT value FROM {BOUND_LIST}) AND {withdrawn}",
+                            table.name.replace('\'', "''")
+                        ),
+                        [json_list(&names)],
+                    )
+                    .map_err(sql_err(
+                        table.name,
+                        "logging the lake partitions rows are withdrawn from",
+                    ))?;
+            }
             self.conn
                 .execute(
                     &format!(
-                        "DELETE FROM {target} t WHERE t.{part} IN (SELECT value FROM {BOUND_LIST}) \
-                         AND NOT EXISTS (SELECT 1 FROM {stage} s WHERE {})",
-                        on.join(" AND ")
+                        "DELETE FROM {target} t WHERE t.{part} IN (SELECT value FROM {BOUND_LIST}) AND {withdrawn}"
                     ),
-                    [json_list(partitions)],
+                    [json_list(&names)],
                 )
                 .map_err(sql_err(table.name, "removing rows the service no longer serves"))?;
             let mut log = self
                 .conn
                 .prepare_cached(&format!("INSERT INTO {REPLACED_LOG} VALUES (?, ?, ?)"))
                 .map_err(sql_err(table.name, "logging the replaced partitions"))?;
-            for partition in partitions {
-                log.execute(duckdb::params![seq, table.name, partition.as_str()])
+            for p in partitions {
+                log.execute(duckdb::params![seq, table.name, p.partition.as_str()])
                     .map_err(sql_err(table.name, "logging the replaced partitions"))?;
             }
         }

@@ -470,6 +470,17 @@ impl<'t> LoadSql<'t> {
                 self.in_range("t"),
             )));
         }
+        if table.versions && !only_if.is_empty() {
+            // The stored version a changed row replaces, kept as it was.
+            statements.push(Statement::uncounted(format!(
+                "{} SELECT {}, s._fetched_at, s._run_id, 'changed', {SEQ_PARAM} FROM {target} t JOIN ({staged}) s ON {} \
+                 WHERE {}{only_if}",
+                insert_version(table),
+                stored_columns(table, "t"),
+                Self::key_eq("t", "s", key),
+                self.in_range("t"),
+            )));
+        }
         statements.push(Statement::counted(format!(
             "UPDATE {target} t SET {} FROM ({staged}) s WHERE {} AND {}{only_if}",
             set.join(", "),
@@ -484,6 +495,30 @@ impl<'t> LoadSql<'t> {
             Self::key_eq("t", "s", key)
         )
     }
+}
+
+/// `INSERT INTO <table>_versions (...)`, its columns in the order
+/// [`stored_columns`] then the version's own and the commit number.
+pub(super) fn insert_version(table: &TableDef) -> String {
+    format!(
+        "INSERT INTO {} ({}, _superseded_at, _superseded_by, _change, {COMMIT_SEQ})",
+        ident(&table.versions_name()),
+        stored_columns(table, "")
+    )
+}
+
+/// `table`'s columns, lineage included, each of `alias` when one is given.
+pub(super) fn stored_columns(table: &TableDef, alias: &str) -> String {
+    let prefix = if alias.is_empty() {
+        String::new()
+    } else {
+        format!("{alias}.")
+    };
+    let cols: Vec<String> = table
+        .all_columns()
+        .map(|c| format!("{prefix}{}", ident(c.name)))
+        .collect();
+    cols.join(", ")
 }
 
 impl Statement {

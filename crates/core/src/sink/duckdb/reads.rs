@@ -8,7 +8,17 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::{BOUND_LIST, DuckDbSink, ident, json_list, sql_err};
 use crate::feeds::{self, Pending, Stored, StoredParts};
 use crate::sink::{SinkError, StoredCheckpoint};
+use crate::tables::TableDef;
 use crate::upstream::ratelimit::QuotaWindow;
+
+/// A partition whose stored history a run found restated ([`DuckDbSink::restated`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Restated {
+    pub partition: String,
+    pub rows: u64,
+    /// New value over old, the median of the changed rows.
+    pub factor: Option<f64>,
+}
 
 impl DuckDbSink {
     /// Every checkpoint of `pipeline`, by partition, with when it last moved
@@ -76,6 +86,52 @@ impl DuckDbSink {
             |r| r.get(0),
         )?;
         Ok(found.into_iter().flatten().next())
+    }
+
+    /// The partitions (companies) of `table` whose rows dated before `before`
+    /// run `run_id` changed: how many, and the median ratio of the new
+    /// `value` to the old one (a split's factor) when there is one.
+    ///
+    /// # Errors
+    /// When the versions cannot be read.
+    pub fn restated(
+        &self,
+        table: &TableDef,
+        run_id: &str,
+        date: &str,
+        value: &str,
+        before: NaiveDate,
+    ) -> Result<Vec<Restated>, SinkError> {
+        let (part, date, value) = (ident(table.key[0]), ident(date), ident(value));
+        // Values, not the record's text: a service that reformats its JSON
+        // has restated nothing.
+        let same: Vec<String> = table
+            .columns
+            .iter()
+            .filter(|c| !table.key.contains(&c.name))
+            .map(|c| format!("t.{0} IS NOT DISTINCT FROM v.{0}", ident(c.name)))
+            .collect();
+        let sql = format!(
+            "SELECT v.{part}, count(*), median(t.{value} / nullif(v.{value}, 0)) \
+             FROM {versions} v JOIN {table} t ON t.{part} = v.{part} AND t.{date} = v.{date} \
+             WHERE v._superseded_by = ? AND v._change = 'changed' AND v.{date} < ?::DATE AND NOT ({}) \
+             GROUP BY ALL ORDER BY 1",
+            same.join(" AND "),
+            versions = ident(&table.versions_name()),
+            table = ident(table.name),
+        );
+        self.rows(
+            (table.name, "finding restated histories"),
+            &sql,
+            &[run_id, &before.to_string()],
+            |r| {
+                Ok(Restated {
+                    partition: r.get(0)?,
+                    rows: r.get::<_, i64>(1)?.max(0) as u64,
+                    factor: r.get::<_, Option<f64>>(2)?.filter(|f| f.is_finite()),
+                })
+            },
+        )
     }
 
     /// The newest day `stored` holds a document of, up to `until`.

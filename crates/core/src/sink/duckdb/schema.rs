@@ -35,6 +35,24 @@ QUALIFY row_number() OVER (
              first_seen_at ASC) = 1;
 ";
 
+/// `<table>_as_of(ts)`: the table as fdsync knew it at `ts`. A stored row
+/// holds from when it was fetched (`_fetched_at`: a load rewrites a row only
+/// when its content changes); a kept version from then until it was
+/// superseded.
+fn as_of_macro(table: &crate::tables::TableDef) -> String {
+    let cols: Vec<String> = table.all_columns().map(|c| ident(c.name)).collect();
+    let cols = cols.join(", ");
+    format!(
+        "CREATE OR REPLACE MACRO {}(ts) AS TABLE \
+         SELECT {cols} FROM {} WHERE _fetched_at <= CAST(ts AS TIMESTAMPTZ) \
+         UNION ALL \
+         SELECT {cols} FROM {} WHERE _fetched_at <= CAST(ts AS TIMESTAMPTZ) AND _superseded_at > CAST(ts AS TIMESTAMPTZ);",
+        ident(&format!("{}_as_of", table.name)),
+        ident(table.name),
+        ident(&table.versions_name()),
+    )
+}
+
 pub(super) const COMMIT_LOG: &str = "
 CREATE SEQUENCE IF NOT EXISTS _sync_commit_seq START 1;
 CREATE TABLE IF NOT EXISTS _sync_replaced (
@@ -105,6 +123,11 @@ impl DuckDbSink {
         self.conn
             .execute_batch(MACRO_VIEWS)
             .map_err(sql_err("macro_observations", "creating macro_latest and macro_as_of"))?;
+        for table in feeds::catalogue().filter(|t| t.versions) {
+            self.conn
+                .execute_batch(&as_of_macro(table))
+                .map_err(sql_err(table.name, "creating its _as_of macro"))?;
+        }
         self.describe_tables()
     }
 

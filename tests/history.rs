@@ -1,0 +1,205 @@
+//! What the service said before stays queryable: a row the service changes
+//! or withdraws is kept in its table's versions, and `<table>_as_of(ts)`
+//! reads the table as fdsync knew it at `ts`.
+
+use std::time::Duration;
+
+use fdsync_emulator::{EmulatorConfig, PlanLimits, Quirks};
+
+use crate::util::{Harness, emulator_config, frozen_clock, run_ok};
+
+/// A local lake in `work`, published to after each step of a test.
+fn local_lake(work: &tempfile::TempDir) -> fdsync_core::lake::Lake {
+    let dir = work.path().join("lake");
+    fdsync_core::lake::Lake::open(&dir.display().to_string(), work.path().join("scratch")).unwrap()
+}
+
+/// The lake holds as many rows of each of `tables` as the warehouse.
+async fn lake_matches(h: &Harness, work: &tempfile::TempDir, tables: &[&str]) {
+    let in_lake = crate::reliability::lake_rows(&work.path().join("lake")).await;
+    for table in tables {
+        let stored = h.int(&format!("SELECT count(*) FROM {table}")).await;
+        assert_eq!(in_lake.get(*table).copied().unwrap_or(0), stored, "{table} in the lake");
+    }
+}
+
+fn with_quirks(quirks: &str) -> EmulatorConfig {
+    EmulatorConfig {
+        quirks: Quirks::parse(quirks).unwrap(),
+        ..emulator_config(&frozen_clock(), PlanLimits::scale(1_000_000, None))
+    }
+}
+
+const COMPANIES: [&str; 4] = ["AAPL", "MSFT", "O", "TW:2330"];
+const PIPELINES: [&str; 3] = ["companies", "dividends", "monthly_revenue"];
+const DIVIDENDS: &str = "company_key, ex_date, type, amount";
+const MONTHS: &str = "company_key, month, revenue";
+
+/// `columns` of `from` as one text per row, in order.
+fn rows(columns: &str, from: &str) -> String {
+    format!("SELECT concat_ws('|', {columns}) AS row FROM {from} ORDER BY row")
+}
+
+/// A dividend retyped and a month of revenue withdrawn after a normal sync:
+/// the next run leaves both tables equal to what the service serves now (a
+/// fresh sync of the same service), keeps the rows they held in their
+/// versions tables, closed when the change was seen, and `<table>_as_of` a
+/// moment before the change reads the tables as they were.
+#[tokio::test]
+async fn a_retyped_dividend_and_a_withdrawn_month_are_current_as_served_and_kept_as_versions() {
+    let h = Harness::with_emulator(with_quirks(""), &COMPANIES).await;
+    let pipelines = h.only(&PIPELINES);
+    run_ok(&h, &pipelines).await;
+    let work = tempfile::tempdir().unwrap();
+    let lake = local_lake(&work);
+    lake.publish(&h.syncer.sink).await.unwrap();
+    let dividends_then = h.strings(&rows(DIVIDENDS, "dividends")).await;
+    let months_then = h.strings(&rows(MONTHS, "monthly_revenue")).await;
+    assert!(
+        dividends_then.len() > 4 && months_then.len() > 4,
+        "{dividends_then:?} {months_then:?}"
+    );
+    let before = h.clock.now();
+
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(86_400));
+    let changed_at = h.clock.now();
+    h.emulator
+        .emulator
+        .set_quirks(Quirks::parse("retyped_dividend,withdrawn_month").unwrap());
+    run_ok(&h, &h.only(&["dividends", "monthly_revenue"])).await;
+    lake.publish(&h.syncer.sink).await.unwrap();
+    lake_matches(
+        &h,
+        &work,
+        &[
+            "dividends",
+            "dividends_versions",
+            "monthly_revenue",
+            "monthly_revenue_versions",
+        ],
+    )
+    .await;
+
+    let fresh = Harness::with_emulator(with_quirks("retyped_dividend,withdrawn_month"), &COMPANIES).await;
+    fresh.clock.as_sim().unwrap().advance_to(changed_at);
+    run_ok(&fresh, &fresh.only(&PIPELINES)).await;
+    for (table, columns) in [("dividends", DIVIDENDS), ("monthly_revenue", MONTHS)] {
+        let sql = rows(columns, table);
+        assert_eq!(
+            h.strings(&sql).await,
+            fresh.strings(&sql).await,
+            "{table}: not what the service serves"
+        );
+    }
+    // One event per company paying dividends left its key (retyped), one
+    // month per company filing monthly revenue was withdrawn: each kept.
+    let payers = h.int("SELECT count(DISTINCT company_key) FROM dividends").await;
+    let filers = h.int("SELECT count(DISTINCT company_key) FROM monthly_revenue").await;
+    assert!(payers >= 2 && filers >= 1, "{payers} {filers}");
+    let closed = format!("_superseded_at = TIMESTAMPTZ '{}'", changed_at.to_rfc3339());
+    assert_eq!(
+        h.int(&format!(
+            "SELECT count(*) FROM dividends_versions WHERE _change = 'withdrawn' AND type = 'Cash' AND {closed}"
+        ))
+        .await,
+        payers
+    );
+    assert_eq!(
+        h.int(&format!(
+            "SELECT count(*) FROM monthly_revenue_versions WHERE _change = 'withdrawn' AND {closed}"
+        ))
+        .await,
+        filers
+    );
+    // As known before the change: the tables as they were, whatever came after.
+    let as_of =
+        |table: &str, at: chrono::DateTime<chrono::Utc>| format!("{table}_as_of(TIMESTAMPTZ '{}')", at.to_rfc3339());
+    assert_eq!(
+        h.strings(&rows(DIVIDENDS, &as_of("dividends", before))).await,
+        dividends_then
+    );
+    assert_eq!(
+        h.strings(&rows(MONTHS, &as_of("monthly_revenue", before))).await,
+        months_then
+    );
+    // And as known now: today's tables.
+    assert_eq!(
+        h.strings(&rows(DIVIDENDS, &as_of("dividends", changed_at))).await,
+        h.strings(&rows(DIVIDENDS, "dividends")).await
+    );
+
+    // Served the same again: nothing more is kept.
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(86_400));
+    let kept = h.int("SELECT count(*) FROM dividends_versions").await;
+    run_ok(&h, &h.only(&["dividends"])).await;
+    assert_eq!(h.int("SELECT count(*) FROM dividends_versions").await, kept);
+}
+
+const BARS: &str = "company_key, date, open, high, low, close, volume";
+
+/// A 2:1 split restating older bars after a normal sync: the next run's
+/// refetch changes stored bars older than `restate_days`, so it reads each
+/// company's whole history again. `prices_daily` then equals the service's
+/// adjusted history (a fresh sync's), `prices_daily_as_of` before the split
+/// returns the unadjusted series, and the run names the restatement with
+/// its factor.
+#[tokio::test]
+async fn a_split_restating_older_bars_is_read_again_whole_and_the_unadjusted_series_kept() {
+    let companies = ["AAPL", "MSFT"];
+    let h = Harness::with_emulator(with_quirks(""), &companies).await;
+    run_ok(&h, &h.only(&["companies", "prices"])).await;
+    let work = tempfile::tempdir().unwrap();
+    let lake = local_lake(&work);
+    lake.publish(&h.syncer.sink).await.unwrap();
+    let bars_then = h.strings(&rows(BARS, "prices_daily")).await;
+    let before = h.clock.now();
+
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(86_400));
+    let split = format!("split={}", (before - chrono::Duration::days(3)).date_naive());
+    h.emulator.emulator.set_quirks(Quirks::parse(&split).unwrap());
+    let (report, result) = h.syncer.run_once(&h.only(&["prices"])).await;
+    result.unwrap();
+    let outcome = &report.outcomes[0];
+    assert_eq!(outcome.status, fdsync_core::sync::RunStatus::Ok, "{outcome:?}");
+    assert_eq!(outcome.restated.len(), 2, "{outcome:?}");
+    assert!(
+        outcome
+            .restated
+            .iter()
+            .all(|r| r.starts_with("prices_daily ") && r.contains("(factor 0.5000)")),
+        "{:?}",
+        outcome.restated
+    );
+    lake.publish(&h.syncer.sink).await.unwrap();
+    lake_matches(&h, &work, &["prices_daily", "prices_daily_versions"]).await;
+
+    let fresh = Harness::with_emulator(with_quirks(&split), &companies).await;
+    fresh.clock.as_sim().unwrap().advance_to(h.clock.now());
+    run_ok(&fresh, &fresh.only(&["companies", "prices"])).await;
+    let adjusted = fresh.strings(&rows(BARS, "prices_daily")).await;
+    assert_eq!(h.strings(&rows(BARS, "prices_daily")).await, adjusted);
+    let as_of = format!("prices_daily_as_of(TIMESTAMPTZ '{}')", before.to_rfc3339());
+    assert_eq!(h.strings(&rows(BARS, &as_of)).await, bars_then);
+    assert!(
+        h.int("SELECT count(*) FROM prices_daily_versions WHERE _change = 'changed'")
+            .await
+            > 100
+    );
+
+    // The next run finds nothing restated: what it keeps is at most a
+    // recent bar corrected, never an older one.
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(86_400));
+    let run_at = h.clock.now();
+    let (report, result) = h.syncer.run_once(&h.only(&["prices"])).await;
+    result.unwrap();
+    assert!(report.outcomes[0].restated.is_empty(), "{:?}", report.outcomes[0]);
+    let week_ago = (run_at - chrono::Duration::days(7)).date_naive();
+    assert_eq!(
+        h.int(&format!(
+            "SELECT count(*) FROM prices_daily_versions WHERE _superseded_at >= TIMESTAMPTZ '{}' AND date < DATE '{week_ago}'",
+            run_at.to_rfc3339()
+        ))
+        .await,
+        0
+    );
+}
