@@ -203,3 +203,29 @@ async fn a_split_restating_older_bars_is_read_again_whole_and_the_unadjusted_ser
         0
     );
 }
+
+/// Bars stamped at their exchange's local midnight (Tokyo's and Taipei's
+/// fall on the UTC day before, New York's on the same one) carry their
+/// trading date: the table equals a sync of bars stamped at UTC midnight,
+/// the wire contract's convention.
+#[tokio::test]
+async fn bars_stamped_at_local_midnight_carry_their_trading_date() {
+    let companies = ["JP:7203", "TW:2330", "MSFT"];
+    let utc = Harness::with_emulator(with_quirks(""), &companies).await;
+    run_ok(&utc, &utc.only(&["companies", "prices"])).await;
+    let local = Harness::with_emulator(with_quirks("local_midnight_bars"), &companies).await;
+    run_ok(&local, &local.only(&["companies", "prices"])).await;
+    let sql = rows("company_key, date, close", "prices_daily");
+    let expected = utc.strings(&sql).await;
+    for key in ["JP:7203|", "TW:2330|", "0000789019|"] {
+        assert!(expected.iter().any(|r| r.starts_with(key)), "{key}");
+    }
+    assert_eq!(local.strings(&sql).await, expected);
+    assert_eq!(
+        local
+            .int("SELECT count(*) FROM prices_daily WHERE t_ms % 86400000 = 0")
+            .await,
+        0,
+        "every stamp was a local midnight"
+    );
+}

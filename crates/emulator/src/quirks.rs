@@ -55,6 +55,7 @@ pub const QUIRK_NAMES: &[&str] = &[
     "retyped_dividend",
     "withdrawn_month",
     "split",
+    "local_midnight_bars",
 ];
 
 /// The name a renamed list is served under.
@@ -124,6 +125,9 @@ pub struct Quirks {
     /// A 2:1 split on this day: every bar before it served adjusted (prices
     /// halved, volume doubled), as services restate a history.
     pub split: Option<chrono::NaiveDate>,
+    /// Each bar's `t` at its exchange's local midnight (Tokyo's falls on the
+    /// UTC day before), as many market data services stamp daily bars.
+    pub local_midnight_bars: bool,
 }
 
 /// The news filters that take several values.
@@ -232,13 +236,14 @@ impl Quirks {
                 None if part == "exclusive_dates" => q.exclusive_dates = true,
                 None if part == "retyped_dividend" => q.retyped_dividend = true,
                 None if part == "withdrawn_month" => q.withdrawn_month = true,
+                None if part == "local_midnight_bars" => q.local_midnight_bars = true,
                 _ => {
                     return Err(format!(
                         "{part:?}: use page_cap=N, rename=FAMILIES, null=FAMILIES, unpadded_ciks, after_newest_first, \
                          empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at, redated, \
                          unserved=FAMILIES@COMPANY[:STATUS], refuse=FAMILY:STATUS, rename_inner=FAMILIES, ignore_sort, \
                          no_total, offset_cap=OFFSET, repeated_filters, json_texts, no_server_time, exclusive_dates, \
-                         retyped_dividend, withdrawn_month or split=YYYY-MM-DD"
+                         retyped_dividend, withdrawn_month, split=YYYY-MM-DD or local_midnight_bars"
                     ));
                 }
             }
@@ -395,7 +400,17 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
         return Response::from_parts(parts, axum::body::Body::from(quoted));
     }
     let emptied = withhold || capped;
+    let zone = if q.local_midnight_bars && family == Some("prices") {
+        company_of(&path)
+            .and_then(|id| state.world.resolve(&id))
+            .and_then(|p| market_zone(&p.market))
+    } else {
+        None
+    };
     gate::rewrite_json(response, |body| {
+        if let Some(zone) = zone {
+            local_midnights(body, zone);
+        }
         rewrite_body(body, &q, named, newest_after.as_deref(), emptied)
     })
     .await
@@ -403,13 +418,52 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
 
 /// The answer of a route a quirk refuses: one company's (`unserved`) or the
 /// whole family's to this key (`refuse`).
+/// The company id a per-company path names, decoded.
+fn company_of(path: &str) -> Option<String> {
+    let id = path.strip_prefix("/api/v1/companies/")?.split('/').next()?;
+    url::form_urlencoded::parse(format!("id={id}").as_bytes())
+        .next()
+        .map(|(_, id)| id.into_owned())
+}
+
+/// The exchange time zone of the world's markets.
+fn market_zone(market: &str) -> Option<chrono_tz::Tz> {
+    use chrono_tz::{America, Asia, Europe};
+    Some(match market {
+        "US" => America::New_York,
+        "JP" => Asia::Tokyo,
+        "TW" => Asia::Taipei,
+        "GB" => Europe::London,
+        "SA" => Asia::Riyadh,
+        _ => return None,
+    })
+}
+
+/// Each bar's `t`, a UTC midnight, moved to the local midnight of that day in `zone`.
+fn local_midnights(body: &mut Value, zone: chrono_tz::Tz) {
+    use chrono::TimeZone;
+    let Some(bars) = body.get_mut("bars").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for bar in bars.iter_mut().filter_map(Value::as_object_mut) {
+        let local = bar
+            .get("t")
+            .and_then(Value::as_i64)
+            .and_then(DateTime::from_timestamp_millis)
+            .and_then(|t| {
+                zone.from_local_datetime(&t.date_naive().and_time(chrono::NaiveTime::MIN))
+                    .earliest()
+            });
+        if let Some(local) = local {
+            bar.insert("t".into(), json!(local.timestamp_millis()));
+        }
+    }
+}
+
 fn refused(q: &Quirks, state: &AppState, path: &str, family: Option<&str>) -> Option<Response> {
     if let (Some((families, company, status)), Some(f)) = (&q.unserved, family)
         && families.iter().any(|n| n == f)
-        && let Some(id) = path
-            .strip_prefix("/api/v1/companies/")
-            .and_then(|rest| rest.split('/').next())
-        && let Some((_, id)) = url::form_urlencoded::parse(format!("id={id}").as_bytes()).next()
+        && let Some(id) = company_of(path)
         && let (Some(asked), Some(unserved)) = (state.world.resolve(&id), state.world.resolve(company))
         && asked.cik == unserved.cik
     {

@@ -1,6 +1,7 @@
 //! `GET /companies/{id}/prices`: daily OHLCV bars, restated bars replaced.
 
 use chrono::{DateTime, NaiveDate};
+use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -124,6 +125,67 @@ fn range_query(last_bar: Option<NaiveDate>, today: NaiveDate, params: &Params) -
     format!("range={}", price_range(last_bar, today, params))
 }
 
+/// The time zone of the exchange a company's bars trade on, from its key: a
+/// SEC CIK trades in New York, a platform key names its market (`TW:2330`).
+/// `None` for a market not in the table.
+pub fn exchange_zone(company_key: &str) -> Option<Tz> {
+    use chrono_tz::{America, Asia, Europe};
+    let market = company_key.split_once(':').map_or("US", |(market, _)| market);
+    Some(match market {
+        "US" => America::New_York,
+        "JP" => Asia::Tokyo,
+        "TW" => Asia::Taipei,
+        "KR" => Asia::Seoul,
+        "HK" => Asia::Hong_Kong,
+        "CN" => Asia::Shanghai,
+        "SA" => Asia::Riyadh,
+        "AE" => Asia::Dubai,
+        "QA" => Asia::Qatar,
+        "KW" => Asia::Kuwait,
+        "BH" => Asia::Bahrain,
+        "OM" => Asia::Muscat,
+        "GB" => Europe::London,
+        "IE" => Europe::Dublin,
+        "DE" => Europe::Berlin,
+        "FR" => Europe::Paris,
+        "NL" => Europe::Amsterdam,
+        "BE" => Europe::Brussels,
+        "CH" => Europe::Zurich,
+        "IT" => Europe::Rome,
+        "ES" => Europe::Madrid,
+        "PT" => Europe::Lisbon,
+        "SE" => Europe::Stockholm,
+        "DK" => Europe::Copenhagen,
+        "NO" => Europe::Oslo,
+        "FI" => Europe::Helsinki,
+        "AT" => Europe::Vienna,
+        "PL" => Europe::Warsaw,
+        _ => return None,
+    })
+}
+
+/// A bar's trading day. `t` at a UTC midnight (the wire contract) is that
+/// day; any other `t` (the exchange's local midnight, or its close) is the
+/// calendar day on the exchange, which for Tokyo or Taipei is a day later
+/// than the UTC date of their midnight.
+///
+/// # Errors
+/// `t` is not a time, or it is not a UTC midnight and the company's market
+/// has no known time zone: said, so the bar is quarantined, not misdated.
+pub fn bar_date(t: i64, company_key: &str) -> Result<NaiveDate, String> {
+    let at =
+        DateTime::from_timestamp_millis(t).ok_or_else(|| format!("t={t} is not a valid epoch-millisecond time"))?;
+    if t.rem_euclid(86_400_000) == 0 {
+        return Ok(at.date_naive());
+    }
+    let zone = exchange_zone(company_key).ok_or_else(|| {
+        format!(
+            "t={t} ({at}) is not a UTC midnight, and {company_key}'s market has no known exchange time zone to date it by"
+        )
+    })?;
+    Ok(at.with_timezone(&zone).date_naive())
+}
+
 fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, BodyError> {
     let page: PricesPage = parse_body(body)?;
     Ok(read(rows, &page, company_key))
@@ -136,12 +198,12 @@ pub fn read(rows: &mut Rows, page: &PricesPage<'_>, company_key: &str) -> Option
         let Some(bar) = rows.parse::<Bar>(raw, "price bar") else {
             continue;
         };
-        let Some(date) = DateTime::from_timestamp_millis(bar.t).map(|d| d.date_naive()) else {
-            rows.quarantine(
-                raw.get(),
-                format!("price bar: t={} is not a valid epoch-millisecond time", bar.t),
-            );
-            continue;
+        let date = match bar_date(bar.t, company_key) {
+            Ok(date) => date,
+            Err(why) => {
+                rows.quarantine(raw.get(), format!("price bar: {why}"));
+                continue;
+            }
         };
         if !bar.c.is_finite() {
             rows.quarantine(raw.get(), "price bar: close is not a finite number".into());
@@ -183,6 +245,30 @@ mod tests {
         assert_eq!(price_range(Some(d("2026-10-01")), today, &p), "3M");
         assert_eq!(price_range(Some(d("2024-01-01")), today, &p), "5Y");
         assert_eq!(price_range(Some(d("2010-01-01")), today, &p), "ALL");
+    }
+
+    #[test]
+    fn a_bar_is_dated_by_utc_midnight_or_else_by_its_exchange_s_day() {
+        let day = d("2026-11-25");
+        let utc_midnight = day.and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp_millis();
+        for key in ["0000789019", "JP:7203", "TW:2330", "XX:1"] {
+            assert_eq!(bar_date(utc_midnight, key), Ok(day), "{key}");
+        }
+        // Local midnight: Tokyo's and Taipei's fall on the UTC day before,
+        // New York's (EST) on the same one; 16:00 at the New York close too.
+        let at = |zone: Tz, h: u32| {
+            use chrono::TimeZone;
+            zone.from_local_datetime(&day.and_hms_opt(h, 0, 0).unwrap())
+                .unwrap()
+                .timestamp_millis()
+        };
+        assert_eq!(bar_date(at(chrono_tz::Asia::Tokyo, 0), "JP:7203"), Ok(day));
+        assert_eq!(bar_date(at(chrono_tz::Asia::Taipei, 0), "TW:2330"), Ok(day));
+        assert_eq!(bar_date(at(chrono_tz::America::New_York, 0), "0000789019"), Ok(day));
+        assert_eq!(bar_date(at(chrono_tz::America::New_York, 16), "0000789019"), Ok(day));
+        assert_eq!(bar_date(at(chrono_tz::Europe::London, 0), "GB:BP."), Ok(day));
+        let refused = bar_date(at(chrono_tz::Asia::Tokyo, 0), "XX:1").unwrap_err();
+        assert!(refused.contains("no known exchange time zone"), "{refused}");
     }
 
     #[test]

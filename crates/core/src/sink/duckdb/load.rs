@@ -254,10 +254,18 @@ impl DuckDbSink {
         match all_new {
             Some(insert) => written = run(insert, false).map_err(sql_err(table.name, "merging the staged rows"))?,
             None => {
+                let mut skip = 0;
                 for statement in &merge.statements {
+                    if skip > 0 {
+                        skip -= 1;
+                        continue;
+                    }
                     let changed = run(&statement.sql, true).map_err(sql_err(table.name, "merging the staged rows"))?;
                     if statement.counts {
                         written += changed;
+                    }
+                    if changed == 0 {
+                        skip = statement.skips_when_none;
                     }
                 }
             }

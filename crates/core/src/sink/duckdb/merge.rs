@@ -39,6 +39,9 @@ pub(super) struct Statement {
     /// Whether the rows it changes count as written: a history's moved
     /// `last_seen_at` does not, an upsert's updated rows do.
     pub(super) counts: bool,
+    /// When it changes no row, this many statements after it are skipped:
+    /// they would change none either.
+    pub(super) skips_when_none: usize,
 }
 
 pub(super) struct NewKeysOnly {
@@ -453,6 +456,21 @@ impl<'t> LoadSql<'t> {
         // cannot spill, so a merge of a few thousand news items needs many
         // times the memory of these two statements.
         let staged = self.newest_staged(key);
+        if table.versions && !only_if.is_empty() {
+            // The stored version a changed row replaces, kept as it was.
+            // It changes exactly the rows the update below rewrites: when it
+            // finds none (a run that reads again what is stored), the
+            // statements through the update are skipped.
+            let skip = 1 + usize::from(table.partition_can_move() && table.lake_partition.is_some());
+            statements.push(Statement::gate(skip, format!(
+                "{} SELECT {}, s._fetched_at, s._run_id, 'changed', {SEQ_PARAM} FROM {target} t JOIN ({staged}) s ON {} \
+                 WHERE {}{only_if}",
+                insert_version(table),
+                stored_columns(table, "t"),
+                Self::key_eq("t", "s", key),
+                self.in_range("t"),
+            )));
+        }
         if table.partition_can_move()
             && let Some(part) = table.lake_partition
         {
@@ -466,17 +484,6 @@ impl<'t> LoadSql<'t> {
                  SELECT DISTINCT {SEQ_PARAM}, '{}', CAST({was} AS VARCHAR) FROM {target} t JOIN ({staged}) s ON {} \
                  WHERE {} AND {was} IS DISTINCT FROM {now}{only_if}",
                 table.name.replace('\'', "''"),
-                Self::key_eq("t", "s", key),
-                self.in_range("t"),
-            )));
-        }
-        if table.versions && !only_if.is_empty() {
-            // The stored version a changed row replaces, kept as it was.
-            statements.push(Statement::uncounted(format!(
-                "{} SELECT {}, s._fetched_at, s._run_id, 'changed', {SEQ_PARAM} FROM {target} t JOIN ({staged}) s ON {} \
-                 WHERE {}{only_if}",
-                insert_version(table),
-                stored_columns(table, "t"),
                 Self::key_eq("t", "s", key),
                 self.in_range("t"),
             )));
@@ -523,10 +530,26 @@ pub(super) fn stored_columns(table: &TableDef, alias: &str) -> String {
 
 impl Statement {
     fn counted(sql: String) -> Statement {
-        Statement { sql, counts: true }
+        Statement {
+            sql,
+            counts: true,
+            skips_when_none: 0,
+        }
     }
 
     fn uncounted(sql: String) -> Statement {
-        Statement { sql, counts: false }
+        Statement {
+            sql,
+            counts: false,
+            skips_when_none: 0,
+        }
+    }
+
+    fn gate(skips_when_none: usize, sql: String) -> Statement {
+        Statement {
+            sql,
+            counts: false,
+            skips_when_none,
+        }
     }
 }

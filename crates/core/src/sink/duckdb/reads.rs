@@ -102,7 +102,21 @@ impl DuckDbSink {
         value: &str,
         before: NaiveDate,
     ) -> Result<Vec<Restated>, SinkError> {
+        let versions = ident(&table.versions_name());
         let (part, date, value) = (ident(table.key[0]), ident(date), ident(value));
+        // Most runs change no older row (at most a recent bar corrected):
+        // then the join below, which scans the whole table, is not run.
+        let older: Vec<i64> = self.rows(
+            (table.name, "finding restated histories"),
+            &format!(
+                "SELECT count(*) FROM {versions} WHERE _superseded_by = ? AND _change = 'changed' AND {date} < ?::DATE"
+            ),
+            &[run_id, &before.to_string()],
+            |r| r.get(0),
+        )?;
+        if older.first().is_none_or(|n| *n == 0) {
+            return Ok(Vec::new());
+        }
         // Values, not the record's text: a service that reformats its JSON
         // has restated nothing.
         let same: Vec<String> = table
@@ -117,7 +131,6 @@ impl DuckDbSink {
              WHERE v._superseded_by = ? AND v._change = 'changed' AND v.{date} < ?::DATE AND NOT ({}) \
              GROUP BY ALL ORDER BY 1",
             same.join(" AND "),
-            versions = ident(&table.versions_name()),
             table = ident(table.name),
         );
         self.rows(

@@ -53,6 +53,9 @@ fn as_of_macro(table: &crate::tables::TableDef) -> String {
     )
 }
 
+/// The fingerprint of the statements the warehouse was last set up with.
+pub(super) const SCHEMA_LOG: &str = "_sync_schema";
+
 pub(super) const COMMIT_LOG: &str = "
 CREATE SEQUENCE IF NOT EXISTS _sync_commit_seq START 1;
 CREATE TABLE IF NOT EXISTS _sync_replaced (
@@ -64,8 +67,14 @@ CREATE TABLE IF NOT EXISTS _sync_lake_moves (
 ";
 
 impl DuckDbSink {
+    /// Creates or completes every table, the commit log and the macros, and
+    /// describes them; skipped whole when the warehouse was last set up from
+    /// the same statements (their fingerprint in [`SCHEMA_LOG`]), since the
+    /// hundreds of `IF NOT EXISTS` statements are most of opening a
+    /// warehouse that is already current.
     pub(super) fn create_schema(&self) -> Result<(), SinkError> {
         let separate_fsst = self.writes_separate_fsst()?;
+        let mut statements: Vec<(&'static str, &'static str, String)> = Vec::new();
         for table in feeds::catalogue() {
             let mut cols: Vec<String> = table
                 .all_columns()
@@ -112,23 +121,50 @@ impl DuckDbSink {
                 cols.join(", "),
                 name = ident(table.name),
             );
-            self.conn
-                .execute_batch(&ddl)
-                .map_err(sql_err(table.name, "creating table"))?;
+            statements.push((table.name, "creating table", ddl));
         }
-        self.conn.execute_batch(COMMIT_LOG).map_err(sql_err(
+        statements.push((
             REPLACED_LOG,
             "creating the commit sequence and replaced-partition log",
-        ))?;
-        self.conn
-            .execute_batch(MACRO_VIEWS)
-            .map_err(sql_err("macro_observations", "creating macro_latest and macro_as_of"))?;
+            COMMIT_LOG.to_owned(),
+        ));
+        statements.push((
+            "macro_observations",
+            "creating macro_latest and macro_as_of",
+            MACRO_VIEWS.to_owned(),
+        ));
         for table in feeds::catalogue().filter(|t| t.versions) {
-            self.conn
-                .execute_batch(&as_of_macro(table))
-                .map_err(sql_err(table.name, "creating its _as_of macro"))?;
+            statements.push((table.name, "creating its _as_of macro", as_of_macro(table)));
         }
-        self.describe_tables()
+        let fingerprint = {
+            use sha2::Digest;
+            let mut hash = sha2::Sha256::new();
+            for (_, _, sql) in &statements {
+                hash.update(sql.as_bytes());
+            }
+            for (table, column, text) in crate::describe::comments() {
+                hash.update(format!("{table}.{}={text}", column.unwrap_or("")).as_bytes());
+            }
+            format!("{:x}", hash.finalize())
+        };
+        let stored: Option<String> = self
+            .conn
+            .query_row(&format!("SELECT max(fingerprint) FROM {SCHEMA_LOG}"), [], |r| r.get(0))
+            .ok()
+            .flatten();
+        if stored.as_deref() == Some(fingerprint.as_str()) {
+            return Ok(());
+        }
+        for (table, context, sql) in &statements {
+            self.conn.execute_batch(sql).map_err(sql_err(table, context))?;
+        }
+        self.describe_tables()?;
+        self.conn
+            .execute_batch(&format!(
+                "CREATE TABLE IF NOT EXISTS {SCHEMA_LOG} (fingerprint VARCHAR); DELETE FROM {SCHEMA_LOG}; \
+                 INSERT INTO {SCHEMA_LOG} VALUES ('{fingerprint}');"
+            ))
+            .map_err(sql_err(SCHEMA_LOG, "recording the schema's fingerprint"))
     }
 
     /// Whether the file's format writes DuckDB's FSST and dictionary
