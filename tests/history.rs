@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use fdsync_emulator::{EmulatorConfig, PlanLimits, Quirks};
+use fdsync_emulator::Quirks;
 
-use crate::util::{Harness, emulator_config, frozen_clock, run_ok};
+use crate::util::{Harness, frozen_clock, run_ok};
 
 /// A local lake in `work`, published to after each step of a test.
 fn local_lake(work: &tempfile::TempDir) -> fdsync_core::lake::Lake {
@@ -23,11 +23,9 @@ async fn lake_matches(h: &Harness, work: &tempfile::TempDir, tables: &[&str]) {
     }
 }
 
-fn with_quirks(quirks: &str) -> EmulatorConfig {
-    EmulatorConfig {
-        quirks: Quirks::parse(quirks).unwrap(),
-        ..emulator_config(&frozen_clock(), PlanLimits::scale(1_000_000, None))
-    }
+/// The test account on a roomy plan, with `quirks` switched on.
+fn with_quirks(quirks: &str) -> fdsync_emulator::EmulatorConfig {
+    crate::quirks::with_quirks(&frozen_clock(), crate::quirks::roomy(), quirks)
 }
 
 const COMPANIES: [&str; 4] = ["AAPL", "MSFT", "O", "TW:2330"];

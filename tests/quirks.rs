@@ -17,14 +17,14 @@ use crate::util::{
 };
 use crate::wire::rows_of;
 
-fn with_quirks(clock: &Clock, plan: PlanLimits, quirks: &str) -> EmulatorConfig {
+pub(crate) fn with_quirks(clock: &Clock, plan: PlanLimits, quirks: &str) -> EmulatorConfig {
     EmulatorConfig {
         quirks: Quirks::parse(quirks).unwrap(),
         ..emulator_config(clock, plan)
     }
 }
 
-fn roomy() -> PlanLimits {
+pub(crate) fn roomy() -> PlanLimits {
     PlanLimits::scale(1_000_000, None)
 }
 

@@ -67,49 +67,33 @@ impl DuckDbSink {
         let rebuild = reset.is_some_and(|reset| reset > after);
         let after = if rebuild { -1 } else { after };
         let changed = format!("coalesce({COMMIT_SEQ}, 0) > {after}");
-        let (filter, replaced) = if table.load == LoadRule::Replace {
-            let part = ident(table.key[0]);
-            let replaced: Vec<String> = self.rows(
-                (table.name, "finding the replaced partitions"),
-                &format!(
-                    "SELECT \"partition\" FROM {REPLACED_LOG} WHERE table_name = ? AND {COMMIT_SEQ} > {after} \
-                     UNION SELECT {part} FROM {name} WHERE {changed} ORDER BY 1"
-                ),
-                &[table.name],
-                |r| r.get(0),
-            )?;
-            let filter = format!(
-                "{part} IN (SELECT \"partition\" FROM {REPLACED_LOG} WHERE table_name = '{}' AND {COMMIT_SEQ} > {after}) \
-                 OR {changed}",
-                table.name.replace('\'', "''")
-            );
-            (filter, replaced)
-        } else {
-            // Another table's partitions read again whole (a restated
-            // history): their lake rows are replaced too.
-            let part = table.key.first().map(|k| ident(k));
-            let replaced: Vec<String> = match &part {
-                Some(_) => self.rows(
+        // Partitions a response held in full (a Replace table's, or another's
+        // read again whole after a restatement): their lake rows are all
+        // replaced. A Replace table's changed rows name theirs too.
+        let (filter, replaced) = match table.key.first().map(|k| ident(k)) {
+            Some(part) => {
+                let logged = format!(
+                    "SELECT DISTINCT \"partition\" FROM {REPLACED_LOG} WHERE table_name = '{}' AND {COMMIT_SEQ} > {after}",
+                    table.name.replace('\'', "''")
+                );
+                let also_changed = if table.load == LoadRule::Replace {
+                    format!(" UNION SELECT {part} FROM {name} WHERE {changed}")
+                } else {
+                    String::new()
+                };
+                let replaced: Vec<String> = self.rows(
                     (table.name, "finding the replaced partitions"),
-                    &format!(
-                        "SELECT DISTINCT \"partition\" FROM {REPLACED_LOG} WHERE table_name = ? AND {COMMIT_SEQ} > {after} ORDER BY 1"
-                    ),
-                    &[table.name],
+                    &format!("{logged}{also_changed} ORDER BY 1"),
+                    &[],
                     |r| r.get(0),
-                )?,
-                None => Vec::new(),
-            };
-            match part {
-                Some(part) if !replaced.is_empty() => (
-                    format!(
-                        "{part} IN (SELECT \"partition\" FROM {REPLACED_LOG} WHERE table_name = '{}' AND {COMMIT_SEQ} > {after}) \
-                         OR {changed}",
-                        table.name.replace('\'', "''")
-                    ),
-                    replaced,
-                ),
-                _ => (changed, Vec::new()),
+                )?;
+                if replaced.is_empty() {
+                    (changed, replaced)
+                } else {
+                    (format!("{part} IN ({logged}) OR {changed}"), replaced)
+                }
             }
+            None => (changed, Vec::new()),
         };
         let mut select: Vec<String> = table
             .all_columns()

@@ -5,11 +5,11 @@ use arrow::record_batch::RecordBatch;
 
 use super::arrow_scan::ARROW_ROWS;
 use super::merge::{
-    Merge, NewKeysOnly, create_stage, insert_version, key_bounds, key_columns, key_positions, merge_statements,
-    staged_key_range, staging, stored_columns,
+    Merge, NewKeysOnly, create_stage, insert_version, key_bounds, key_columns, key_positions, log_lake_partitions_left,
+    merge_statements, staged_key_range, staging, stored_columns,
 };
 use super::settings::{APPEND_ROOM_BYTES, MIN_PROBE_ROWS, MIN_SLICE_ROWS};
-use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, MOVES_LOG, REPLACED_LOG, ident, json_list, sql_err};
+use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, json_list, sql_err};
 use crate::batch::{Replaced, batch_err, keys_are_distinct};
 use crate::sink::SinkError;
 use crate::tables::{ColType, LoadRule, TableDef};
@@ -178,33 +178,35 @@ impl DuckDbSink {
             let part = &key[0];
             let withdrawn = format!("NOT EXISTS (SELECT 1 FROM {stage} s WHERE {})", on.join(" AND "));
             if table.versions {
-                // Kept as they were, closed as of the response that left them out.
-                let mut keep = self
-                    .conn
-                    .prepare_cached(&format!(
-                        "{} SELECT {}, CAST($2 AS TIMESTAMPTZ), $3, 'withdrawn', CAST($4 AS BIGINT) FROM {target} t \
-                         WHERE t.{part} = $1 AND {withdrawn}",
-                        insert_version(table),
-                        stored_columns(table, "t"),
-                    ))
+                // Kept as they were, closed as of the response that left them
+                // out: one statement for every partition of the commit.
+                let served: Vec<serde_json::Value> = partitions
+                    .iter()
+                    .map(|p| serde_json::json!({"part": p.partition, "seen": p.seen_at.to_rfc3339(), "run": p.run_id}))
+                    .collect();
+                self.conn
+                    .execute(
+                        &format!(
+                            "{} SELECT {}, CAST(p.u.seen AS TIMESTAMPTZ), p.u.run, 'withdrawn', CAST({seq} AS BIGINT) \
+                             FROM {target} t JOIN (SELECT unnest(from_json(?::JSON, \
+                             '[{{\"part\":\"VARCHAR\",\"seen\":\"VARCHAR\",\"run\":\"VARCHAR\"}}]')) AS u) p \
+                             ON t.{part} = p.u.part WHERE {withdrawn}",
+                            insert_version(table),
+                            stored_columns(table, "t"),
+                        ),
+                        [serde_json::Value::Array(served).to_string()],
+                    )
                     .map_err(sql_err(table.name, "keeping the rows the service no longer serves"))?;
-                for p in partitions {
-                    keep.execute(duckdb::params![p.partition, p.seen_at.to_rfc3339(), p.run_id, seq])
-                        .map_err(sql_err(table.name, "keeping the rows the service no longer serves"))?;
-                }
             }
             let names: Vec<String> = partitions.iter().map(|p| p.partition.clone()).collect();
             if let Some(lake) = table.lake_partition {
                 // The lake partitions the withdrawn rows leave: rewritten
                 // at the next publish even when no other row changed there.
-                let was = super::export::partition_sql(table, lake, Some("t"));
                 self.conn
                     .execute(
                         &format!(
-                            "INSERT INTO {MOVES_LOG} ({COMMIT_SEQ}, table_name, \"partition\") \
-                             SELECT DISTINCT CAST({seq} AS BIGINT), '{}', CAST({was} AS VARCHAR) FROM {target} t \
-                             WHERE t.{part} IN (SELECT value FROM {BOUND_LIST}) AND {withdrawn}",
-                            table.name.replace('\'', "''")
+                            "{} {target} t WHERE t.{part} IN (SELECT value FROM {BOUND_LIST}) AND {withdrawn}",
+                            log_lake_partitions_left(table, lake, &seq.to_string()),
                         ),
                         [json_list(&names)],
                     )

@@ -239,14 +239,12 @@ struct LoadSql<'t> {
 
 impl<'t> LoadSql<'t> {
     fn of(table: &'t TableDef) -> LoadSql<'t> {
-        let cols: Vec<String> = table.all_columns().map(|c| ident(c.name)).collect();
-        let s_cols: Vec<String> = cols.iter().map(|c| format!("s.{c}")).collect();
         LoadSql {
             table,
             stage: staging(table),
             target: ident(table.name),
-            col_list: format!("{}, {COMMIT_SEQ}", cols.join(", ")),
-            s_cols: format!("{}, {SEQ_PARAM}", s_cols.join(", ")),
+            col_list: format!("{}, {COMMIT_SEQ}", stored_columns(table, "")),
+            s_cols: format!("{}, {SEQ_PARAM}", stored_columns(table, "s")),
             key: table.key.iter().map(|k| ident(k)).collect(),
         }
     }
@@ -480,10 +478,8 @@ impl<'t> LoadSql<'t> {
                 super::export::partition_sql(table, part, Some("s")),
             );
             statements.push(Statement::uncounted(format!(
-                "INSERT INTO {MOVES_LOG} ({COMMIT_SEQ}, table_name, \"partition\") \
-                 SELECT DISTINCT {SEQ_PARAM}, '{}', CAST({was} AS VARCHAR) FROM {target} t JOIN ({staged}) s ON {} \
-                 WHERE {} AND {was} IS DISTINCT FROM {now}{only_if}",
-                table.name.replace('\'', "''"),
+                "{} {target} t JOIN ({staged}) s ON {} WHERE {} AND {was} IS DISTINCT FROM {now}{only_if}",
+                log_lake_partitions_left(table, part, SEQ_PARAM),
                 Self::key_eq("t", "s", key),
                 self.in_range("t"),
             )));
@@ -502,6 +498,18 @@ impl<'t> LoadSql<'t> {
             Self::key_eq("t", "s", key)
         )
     }
+}
+
+/// `INSERT INTO _sync_lake_moves ... FROM`, to be followed by the stored rows
+/// `t` whose lake partition (`part`) loses them: the next publish rewrites
+/// those partitions. `seq` is the commit number as SQL.
+pub(super) fn log_lake_partitions_left(table: &TableDef, part: tables::LakePartition, seq: &str) -> String {
+    format!(
+        "INSERT INTO {MOVES_LOG} ({COMMIT_SEQ}, table_name, \"partition\") SELECT DISTINCT CAST({seq} AS BIGINT), '{}', \
+         CAST({} AS VARCHAR) FROM",
+        table.name.replace('\'', "''"),
+        super::export::partition_sql(table, part, Some("t")),
+    )
 }
 
 /// `INSERT INTO <table>_versions (...)`, its columns in the order

@@ -40,8 +40,7 @@ QUALIFY row_number() OVER (
 /// when its content changes); a kept version from then until it was
 /// superseded.
 fn as_of_macro(table: &crate::tables::TableDef) -> String {
-    let cols: Vec<String> = table.all_columns().map(|c| ident(c.name)).collect();
-    let cols = cols.join(", ");
+    let cols = super::merge::stored_columns(table, "");
     format!(
         "CREATE OR REPLACE MACRO {}(ts) AS TABLE \
          SELECT {cols} FROM {} WHERE _fetched_at <= CAST(ts AS TIMESTAMPTZ) \
