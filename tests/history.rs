@@ -227,3 +227,55 @@ async fn bars_stamped_at_local_midnight_carry_their_trading_date() {
         "every stamp was a local midnight"
     );
 }
+
+/// A service that ignores the lookback parameter (it serves its default
+/// year whatever range is asked): the refetch that asks a month is reported,
+/// naming the parameter, `price_windows` keeps what each response said it
+/// served, and a history read again whole (a split) replaces nothing older
+/// than the window it served.
+#[tokio::test]
+async fn a_service_that_ignores_the_lookback_is_reported_and_replaces_nothing_older_than_it_served() {
+    let companies = ["AAPL", "MSFT"];
+    let h = Harness::with_emulator(with_quirks(""), &companies).await;
+    run_ok(&h, &h.only(&["companies", "prices"])).await;
+    let before = h.clock.now();
+    let year_ago = (before - chrono::Duration::days(400)).date_naive();
+    let older = format!("SELECT count(*) FROM prices_daily WHERE date < DATE '{year_ago}'");
+    let older_then = h.int(&older).await;
+    assert!(older_then > 0, "a history longer than the default year");
+    assert_eq!(
+        h.int("SELECT count(*) FROM price_windows WHERE range_asked = 'ALL' AND asked_from IS NULL AND display_from <= first_bar")
+            .await,
+        2
+    );
+
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(86_400));
+    let split = format!(
+        "ignored_lookback,split={}",
+        (before - chrono::Duration::days(3)).date_naive()
+    );
+    h.emulator.emulator.set_quirks(Quirks::parse(&split).unwrap());
+    let (report, result) = h.syncer.run_once(&h.only(&["prices"])).await;
+    result.unwrap();
+    let outcome = &report.outcomes[0];
+    assert_eq!(outcome.status, fdsync_core::sync::RunStatus::Partial, "{outcome:?}");
+    let said = outcome.error.clone().unwrap_or_default();
+    assert!(
+        said.contains(fdsync_core::feeds::prices::LOOKBACK_IGNORED) && said.contains("2 compan(ies)"),
+        "{said}"
+    );
+    assert!(said.contains("prices_daily of 0000320193 not replaced"), "{said}");
+    assert_eq!(outcome.restated.len(), 2, "{outcome:?}");
+    // The bars older than the year served are still current, unadjusted.
+    assert_eq!(h.int(&older).await, older_then);
+    assert_eq!(
+        h.int("SELECT count(*) FROM prices_daily_versions WHERE _change = 'withdrawn'")
+            .await,
+        0
+    );
+    assert_eq!(
+        h.int("SELECT count(*) FROM price_windows WHERE range_asked = '1M' AND display_from < asked_from - 300")
+            .await,
+        2
+    );
+}

@@ -31,6 +31,12 @@ pub struct Rows {
     replaced: Vec<(&'static str, String)>,
     /// Why the response was not read whole, beside its quarantined records.
     not_whole: Vec<String>,
+    /// The first day the response says it covers, when it says (a prices
+    /// `displayFrom`): a whole read replaces nothing stored before it.
+    pub served_from: Option<chrono::NaiveDate>,
+    /// What the response said that the run reports, grouped by what (the
+    /// same for every company) with whom it is about.
+    pub reported: Vec<(String, String)>,
     pub quarantined: Vec<Quarantined>,
     /// Fields records carried that their row types do not read.
     pub unknown_fields: Vec<UnknownField>,
@@ -54,6 +60,8 @@ impl Rows {
             builders: Vec::new(),
             replaced: Vec::new(),
             not_whole: Vec::new(),
+            served_from: None,
+            reported: Vec::new(),
             quarantined: Vec::new(),
             unknown_fields: Vec::new(),
             looked_over: Vec::new(),
@@ -79,6 +87,12 @@ impl Rows {
     /// hold was absent or under an unknown name.
     pub fn not_whole(&mut self, why: String) {
         self.not_whole.push(why);
+    }
+
+    /// Reports `what` about `about` (a company): the run ends partial and
+    /// says it once for every company it concerns.
+    pub fn report(&mut self, what: &str, about: String) {
+        self.reported.push((what.to_owned(), about));
     }
 
     /// Whether every record of the response was read: none quarantined, no

@@ -56,6 +56,7 @@ pub const QUIRK_NAMES: &[&str] = &[
     "withdrawn_month",
     "split",
     "local_midnight_bars",
+    "ignored_lookback",
 ];
 
 /// The name a renamed list is served under.
@@ -128,6 +129,9 @@ pub struct Quirks {
     /// Each bar's `t` at its exchange's local midnight (Tokyo's falls on the
     /// UTC day before), as many market data services stamp daily bars.
     pub local_midnight_bars: bool,
+    /// The prices lookback parameter ignored: every answer is the default
+    /// window (one year), its `displayFrom` saying so.
+    pub ignored_lookback: bool,
 }
 
 /// The news filters that take several values.
@@ -237,13 +241,14 @@ impl Quirks {
                 None if part == "retyped_dividend" => q.retyped_dividend = true,
                 None if part == "withdrawn_month" => q.withdrawn_month = true,
                 None if part == "local_midnight_bars" => q.local_midnight_bars = true,
+                None if part == "ignored_lookback" => q.ignored_lookback = true,
                 _ => {
                     return Err(format!(
                         "{part:?}: use page_cap=N, rename=FAMILIES, null=FAMILIES, unpadded_ciks, after_newest_first, \
                          empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at, redated, \
                          unserved=FAMILIES@COMPANY[:STATUS], refuse=FAMILY:STATUS, rename_inner=FAMILIES, ignore_sort, \
                          no_total, offset_cap=OFFSET, repeated_filters, json_texts, no_server_time, exclusive_dates, \
-                         retyped_dividend, withdrawn_month, split=YYYY-MM-DD or local_midnight_bars"
+                         retyped_dividend, withdrawn_month, split=YYYY-MM-DD, local_midnight_bars or ignored_lookback"
                     ));
                 }
             }
@@ -335,6 +340,10 @@ pub(super) async fn quirks(State(state): State<Arc<AppState>>, mut req: Request,
                 rewrite_query = true;
             }
         }
+    }
+    if q.ignored_lookback && family == Some("prices") && asked(&query, "range").is_some() {
+        query.retain(|(k, _)| k != "range");
+        rewrite_query = true;
     }
     if q.ignore_sort && family == Some("wire") && asked(&query, "sort").is_some() {
         query.retain(|(k, _)| k != "sort");

@@ -63,11 +63,35 @@ table! {
     compression: &[("raw", Fsst), ("company_key", Dictionary), ("symbol", Dictionary)],
 }
 
+table! {
+    /// The window each prices response said it served (`displayFrom`) beside
+    /// the one asked, appended when it changes.
+    pub const PRICE_WINDOWS: PriceWindowRow = "price_windows" {
+        /// The company: its canonical `cik` from the company payload (10-digit SEC CIK or a
+        /// platform key such as TW:2330), whatever spelling the configuration used.
+        company_key: Text,
+        /// When fdsync observed the value (UTC).
+        observed_at: Timestamp,
+        /// The lookback range asked (`ALL`: the whole history).
+        range_asked: Text,
+        /// The first day the range asked reaches at the least; NULL for `ALL`.
+        asked_from: Date,
+        /// `displayFrom`, as the day it names: the start of the window served.
+        display_from: Date,
+        /// The oldest bar served.
+        first_bar: Date,
+        /// How many bars were served.
+        bars: Int,
+    }
+    key: &["company_key", "observed_at"],
+    load: LoadRule::AppendOnChange,
+}
+
 pub static FEED: Feed = Feed {
     name: "prices",
     route: "/api/v1/companies/{company}/prices",
     auth: true,
-    tables: &[&PRICES_DAILY],
+    tables: &[&PRICES_DAILY, &PRICE_WINDOWS],
     fetch: Fetch::PerCompany(PerCompany {
         query: Some(range_query),
         read: read_page,
@@ -119,6 +143,77 @@ pub fn price_range(last_bar: Option<NaiveDate>, today: NaiveDate, params: &Param
         .find(|(_, span)| *span >= needed)
         .map(|(range, _)| (*range).to_owned())
         .unwrap_or_else(|| "ALL".into())
+}
+
+/// The window a lookback `range` asked on `today` covers: the day it surely
+/// reaches back to, and the earliest a service counting months and years its
+/// own way may start it. `None` for `ALL` (or a range not known).
+fn asked_window(range: &str, today: NaiveDate) -> Option<(NaiveDate, NaiveDate)> {
+    use chrono::Datelike;
+    if range == "YTD" {
+        let jan1 = NaiveDate::from_ymd_opt(today.year(), 1, 1)?;
+        return Some((jan1, jan1 - chrono::Duration::days(3)));
+    }
+    let span = RANGE_SPANS.iter().find(|(r, _)| *r == range)?.1;
+    Some((
+        today - chrono::Duration::days(span),
+        today - chrono::Duration::days(span + span / 10 + 3),
+    ))
+}
+
+/// What a history shorter than asked is reported as.
+pub const SHORTER_THAN_ASKED: &str = "prices: the service served a shorter history than the lookback asked \
+     (its displayFrom is later than the range's start)";
+/// What a window longer than asked is reported as.
+pub const LOOKBACK_IGNORED: &str = "prices: the service served more than the lookback asked, so it seems to \
+     ignore the lookback parameter: a history asked with range=ALL may hold only its default window";
+
+/// Keeps the window the response said it served (`displayFrom`) and checks
+/// it against the range asked: shorter, or far longer (the parameter
+/// ignored), is reported. A whole read replaces nothing before it.
+fn check_window(rows: &mut Rows, page: &PricesPage<'_>, company_key: &str, first_bar: Option<NaiveDate>, bars: usize) {
+    let range = rows
+        .route
+        .split_once('?')
+        .and_then(|(_, query)| query.split('&').find_map(|p| p.strip_prefix("range=")))
+        .unwrap_or("")
+        .to_owned();
+    let served_from = page.display_from.and_then(|t| {
+        bar_date(t, company_key)
+            .ok()
+            .or_else(|| DateTime::from_timestamp_millis(t).map(|at| at.date_naive()))
+    });
+    let today = rows.fetched_at.date_naive();
+    let asked = asked_window(&range, today);
+    rows.served_from = served_from;
+    if let (Some((surely, earliest)), Some(served)) = (asked, served_from) {
+        if served > surely {
+            rows.report(
+                SHORTER_THAN_ASKED,
+                format!("{company_key} (range={range} reaches {surely}, served from {served})"),
+            );
+        } else if served < earliest {
+            rows.report(
+                LOOKBACK_IGNORED,
+                format!("{company_key} (range={range} reaches {surely}, served from {served})"),
+            );
+        }
+    }
+    let fetched_at = rows.fetched_at;
+    // The envelope as served, its bars left out (they are in prices_daily).
+    let raw = serde_json::json!({"symbol": page.symbol, "displayFrom": page.display_from}).to_string();
+    rows.push(
+        PriceWindowRow {
+            company_key: Some(company_key),
+            observed_at: Some(fetched_at),
+            range_asked: Some(&range),
+            asked_from: asked.map(|(surely, _)| surely),
+            display_from: served_from,
+            first_bar,
+            bars: Some(bars as i64),
+        },
+        &raw,
+    );
 }
 
 fn range_query(last_bar: Option<NaiveDate>, today: NaiveDate, params: &Params) -> String {
@@ -193,7 +288,7 @@ fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<N
 
 /// `prices_daily` from one prices page; returns the newest bar's date.
 pub fn read(rows: &mut Rows, page: &PricesPage<'_>, company_key: &str) -> Option<NaiveDate> {
-    let mut newest = None;
+    let (mut newest, mut oldest) = (None, None::<NaiveDate>);
     for raw in &page.bars {
         let Some(bar) = rows.parse::<Bar>(raw, "price bar") else {
             continue;
@@ -210,6 +305,7 @@ pub fn read(rows: &mut Rows, page: &PricesPage<'_>, company_key: &str) -> Option
             continue;
         }
         newest = newest.max(Some(date));
+        oldest = Some(oldest.map_or(date, |o| o.min(date)));
         let row = PriceRow {
             company_key: Some(company_key),
             date: Some(date),
@@ -223,6 +319,7 @@ pub fn read(rows: &mut Rows, page: &PricesPage<'_>, company_key: &str) -> Option
         };
         rows.push(row, raw.get());
     }
+    check_window(rows, page, company_key, oldest, page.bars.len());
     newest
 }
 
@@ -271,6 +368,29 @@ mod tests {
         assert!(refused.contains("no known exchange time zone"), "{refused}");
     }
 
+    /// `displayFrom` against the range asked: within it is quiet, later than
+    /// its start is a shorter history, far earlier is the parameter ignored.
+    #[test]
+    fn the_window_served_is_checked_against_the_range_asked() {
+        let now = "2026-11-25T12:00:00Z".parse::<chrono::DateTime<Utc>>().unwrap();
+        let served = |range: &str, from: &str| {
+            let millis = d(from).and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp_millis();
+            let body = format!(r#"{{"symbol":"MSFT","displayFrom":{millis},"bars":[]}}"#);
+            let page: PricesPage = serde_json::from_str(&body).unwrap();
+            let mut rows = Rows::new("run", &format!("/api/v1/companies/MSFT/prices?range={range}"), now);
+            read(&mut rows, &page, "0000789019");
+            assert_eq!(rows.served_from, Some(d(from)));
+            rows.reported.into_iter().map(|(what, _)| what).collect::<Vec<_>>()
+        };
+        assert!(served("1M", "2026-10-25").is_empty());
+        assert!(served("1Y", "2025-11-25").is_empty());
+        assert!(served("YTD", "2026-01-01").is_empty());
+        assert!(served("ALL", "2025-11-25").is_empty());
+        assert_eq!(served("5Y", "2025-11-25"), [SHORTER_THAN_ASKED]);
+        assert_eq!(served("YTD", "2026-02-01"), [SHORTER_THAN_ASKED]);
+        assert_eq!(served("1M", "2025-11-25"), [LOOKBACK_IGNORED]);
+    }
+
     #[test]
     fn a_bad_bar_is_quarantined_and_the_rest_load() {
         let body = r#"{"symbol":"MSFT","displayFrom":0,"bars":[
@@ -282,7 +402,7 @@ mod tests {
         let mut rows = Rows::new("run", "/api/v1/companies/MSFT/prices?range=1M", Utc::now());
         let newest = read(&mut rows, &page, "0000789019");
         assert_eq!(newest, NaiveDate::from_ymd_opt(2025, 11, 26));
-        assert_eq!(rows.row_count(), 2);
+        assert_eq!(rows.row_count(), 3, "two bars and the window");
         assert_eq!(rows.quarantined.len(), 2);
         assert!(
             rows.quarantined[0].error.contains("price bar"),
@@ -292,6 +412,6 @@ mod tests {
         assert_eq!(rows.quarantined[1].record, r#"{"o":1,"c":2}"#);
         let batches = rows.into_batches().unwrap();
         let names: Vec<&str> = batches.iter().map(|b| b.table.name).collect();
-        assert_eq!(names, ["prices_daily", "_sync_quarantine"]);
+        assert_eq!(names, ["prices_daily", "price_windows", "_sync_quarantine"]);
     }
 }

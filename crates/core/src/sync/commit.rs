@@ -157,7 +157,7 @@ impl Syncer {
     ) -> Result<Commit, SinkError> {
         let several = pages.len() > 1;
         let mut batches = Vec::new();
-        for rows in pages {
+        for mut rows in pages {
             progress.quarantined += rows.quarantined.len() as u64;
             // A few routes are enough to say where to look.
             for q in rows.quarantined.iter().take(4) {
@@ -166,6 +166,9 @@ impl Syncer {
                 }
             }
             progress.problems.extend(rows.withheld_replacements());
+            for (what, about) in std::mem::take(&mut rows.reported) {
+                progress.reported.entry(what).or_default().push(about);
+            }
             batches.extend(rows.into_batches()?);
         }
         // One batch per table, as one page's rows already are. Several

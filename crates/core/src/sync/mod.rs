@@ -85,9 +85,29 @@ struct Progress {
     not_served_resting: Vec<unserved::Resting>,
     /// Histories the service restated, read again whole (in words).
     restated: Vec<String>,
+    /// What responses reported ([`crate::records::Rows::report`]): each
+    /// what, with the companies it concerns.
+    reported: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Progress {
+    /// The problems noted, each reported what said once for all the
+    /// companies it concerns (the first few named).
+    fn problems(&self) -> Vec<String> {
+        let mut problems = self.problems.clone();
+        for (what, about) in &self.reported {
+            let more = about.len().saturating_sub(3);
+            let named = about.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            problems.push(format!("{what}: {} compan(ies): {named}{more}", about.len()));
+        }
+        problems
+    }
+
     fn absorb(&mut self, other: Progress) {
         self.rows_written += other.rows_written;
         self.quarantined += other.quarantined;
@@ -99,6 +119,9 @@ impl Progress {
         self.not_served.extend(other.not_served);
         self.not_served_resting.extend(other.not_served_resting);
         self.restated.extend(other.restated);
+        for (what, about) in other.reported {
+            self.reported.entry(what).or_default().extend(about);
+        }
     }
 }
 
@@ -548,6 +571,7 @@ fn ending(
     progress: &Progress,
 ) -> Ending {
     let mut resumes = false;
+    let problems = progress.problems();
     let (status, error, stop) = match (failure, first_unreadable) {
         (None, Some(first)) => {
             let e = SyncError::UnreadableParts {
@@ -555,12 +579,12 @@ fn ending(
                 first,
             };
             let mut notes = vec![e.to_string()];
-            notes.extend(progress.problems.iter().cloned());
+            notes.extend(problems);
             notes.extend(progress.shortfalls.iter().map(ToString::to_string));
             (RunStatus::Partial, Some(notes.join("; ")), Some((false, e)))
         }
         (None, None)
-            if progress.problems.is_empty()
+            if problems.is_empty()
                 && progress.quarantined == 0
                 && progress.shortfalls.is_empty()
                 && !progress.backfill_paused =>
@@ -568,7 +592,7 @@ fn ending(
             (RunStatus::Ok, None, None)
         }
         // Partial, so that `sync --once` runs it again next time.
-        (None, None) if progress.problems.is_empty() && progress.quarantined == 0 && progress.shortfalls.is_empty() => {
+        (None, None) if problems.is_empty() && progress.quarantined == 0 && progress.shortfalls.is_empty() => {
             let why = format!(
                 "backfill paused: the quota left is kept for the fresh polls of the pipelines still to run; {RESUMES}"
             );
@@ -576,7 +600,7 @@ fn ending(
             (RunStatus::Partial, Some(why), None)
         }
         (None, None) => {
-            let mut problems = progress.problems.clone();
+            let mut problems = problems;
             problems.extend(progress.shortfalls.iter().map(ToString::to_string));
             if progress.quarantined > 0 {
                 problems.push(format!(

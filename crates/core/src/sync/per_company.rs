@@ -19,6 +19,15 @@ use crate::sink::{Checkpoint, StoredCheckpoint};
 use crate::tables::TableDef;
 use crate::upstream::{Access, UpstreamError, encode};
 
+/// One company's request: its route, the checkpoint it starts from, and
+/// for a history read again whole, the oldest day stored.
+struct Ask {
+    key: String,
+    route: String,
+    partial: Option<NaiveDate>,
+    stored_from: Option<NaiveDate>,
+}
+
 impl Syncer {
     /// One request per company, its rows committed with the company's checkpoint.
     pub(super) async fn run_per_company(
@@ -46,7 +55,7 @@ impl Syncer {
             .collect();
         // Requests run `concurrency` at a time, sharing one rate budget; their
         // results are committed one by one in member order.
-        let requests: Vec<(String, String, Option<NaiveDate>)> = members
+        let requests: Vec<Ask> = members
             .iter()
             .map(|member| {
                 let path = pipeline.route.replace("{company}", &encode(&member.key));
@@ -59,7 +68,12 @@ impl Syncer {
                     }
                     None => (path, None),
                 };
-                (member.key.clone(), route, partial)
+                Ask {
+                    key: member.key.clone(),
+                    route,
+                    partial,
+                    stored_from: None,
+                }
             })
             .collect();
         self.fetch_companies(Turn { pipeline, run_id }, feed, requests, None, progress)
@@ -86,7 +100,12 @@ impl Syncer {
             );
             tracing::warn!(message = "The service restated a history.", pipeline = %pipeline.name, %said);
             progress.restated.push(said);
-            again.push((r.partition, route, None));
+            again.push(Ask {
+                key: r.partition,
+                route,
+                partial: None,
+                stored_from: r.earliest,
+            });
         }
         if again.is_empty() {
             return Ok(());
@@ -103,7 +122,7 @@ impl Syncer {
         &self,
         Turn { pipeline, run_id }: Turn<'_>,
         feed: &PerCompany,
-        requests: Vec<(String, String, Option<NaiveDate>)>,
+        requests: Vec<Ask>,
         whole: Option<&'static TableDef>,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
@@ -113,7 +132,12 @@ impl Syncer {
         // every company's future would be held until the last was committed.
         // Boxed, the run future is proven Send over the lazy adapter
         // (rust-lang/rust#102211).
-        let fetch = move |(key, route, partial): (String, String, Option<NaiveDate>)| {
+        let fetch = move |Ask {
+                              key,
+                              route,
+                              partial,
+                              stored_from,
+                          }: Ask| {
             async move {
                 let fetched = self
                     .client
@@ -123,6 +147,13 @@ impl Syncer {
                             rows.replace_partition(table, &key);
                         }
                         let newest = read(&mut rows, body, &key)?;
+                        if let (Some(stored), Some(served)) = (stored_from, rows.served_from)
+                            && served > stored
+                        {
+                            rows.not_whole(format!(
+                                "it served from {served}, and the warehouse holds {key}'s rows from {stored}"
+                            ));
+                        }
                         Ok((rows, newest))
                     })
                     .await;

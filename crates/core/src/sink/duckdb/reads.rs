@@ -18,6 +18,9 @@ pub struct Restated {
     pub rows: u64,
     /// New value over old, the median of the changed rows.
     pub factor: Option<f64>,
+    /// The oldest day stored for the partition: a whole read again that
+    /// starts later replaces nothing.
+    pub earliest: Option<NaiveDate>,
 }
 
 impl DuckDbSink {
@@ -126,7 +129,8 @@ impl DuckDbSink {
             .map(|c| format!("t.{0} IS NOT DISTINCT FROM v.{0}", ident(c.name)))
             .collect();
         let sql = format!(
-            "SELECT v.{part}, count(*), median(t.{value} / nullif(v.{value}, 0)) \
+            "SELECT v.{part}, count(*), median(t.{value} / nullif(v.{value}, 0)), \
+             (SELECT min(e.{date}) FROM {table} e WHERE e.{part} = v.{part}) \
              FROM {versions} v JOIN {table} t ON t.{part} = v.{part} AND t.{date} = v.{date} \
              WHERE v._superseded_by = ? AND v._change = 'changed' AND v.{date} < ?::DATE AND NOT ({}) \
              GROUP BY ALL ORDER BY 1",
@@ -142,6 +146,7 @@ impl DuckDbSink {
                     partition: r.get(0)?,
                     rows: r.get::<_, i64>(1)?.max(0) as u64,
                     factor: r.get::<_, Option<f64>>(2)?.filter(|f| f.is_finite()),
+                    earliest: r.get(3)?,
                 })
             },
         )
