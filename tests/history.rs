@@ -279,3 +279,50 @@ async fn a_service_that_ignores_the_lookback_is_reported_and_replaces_nothing_ol
         2
     );
 }
+
+/// A day's geo counts read again the same day without one country: the
+/// count is withdrawn from the day's snapshot and kept in its versions. With
+/// only some layers configured, an answer does not hold the day's whole set,
+/// so it withdraws nothing.
+#[tokio::test]
+async fn a_geo_count_no_longer_served_that_day_is_withdrawn_and_kept() {
+    let h = Harness::with_emulator(with_quirks(""), &COMPANIES).await;
+    let geo = h.only(&["geo"]);
+    run_ok(&h, &geo).await;
+    let counts = "SELECT count(*) FROM geo_country_counts";
+    let served = h.int(counts).await;
+    assert!(served > 1, "{served}");
+    let work = tempfile::tempdir().unwrap();
+    let lake = local_lake(&work);
+    lake.publish(&h.syncer.sink).await.unwrap();
+    h.emulator
+        .emulator
+        .set_quirks(Quirks::parse("withdrawn_country").unwrap());
+    run_ok(&h, &geo).await;
+    assert_eq!(h.int(counts).await, served - 1);
+    lake.publish(&h.syncer.sink).await.unwrap();
+    lake_matches(
+        &h,
+        &work,
+        &["geo_country_counts", "geo_country_counts_versions", "geo_layers"],
+    )
+    .await;
+    assert_eq!(
+        h.int("SELECT count(*) FROM geo_country_counts_versions WHERE _change = 'withdrawn' AND _superseded_at IS NOT NULL")
+            .await,
+        1
+    );
+
+    let mut some = Harness::with_emulator(with_quirks(""), &COMPANIES).await;
+    some.restart(|c| c.universe.geo_layers = vec!["power_plants".into()])
+        .await;
+    let geo = some.only(&["geo"]);
+    run_ok(&some, &geo).await;
+    let served = some.int(counts).await;
+    some.emulator
+        .emulator
+        .set_quirks(Quirks::parse("withdrawn_country").unwrap());
+    run_ok(&some, &geo).await;
+    assert_eq!(some.int(counts).await, served);
+    assert_eq!(some.int("SELECT count(*) FROM geo_country_counts_versions").await, 0);
+}

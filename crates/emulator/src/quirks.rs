@@ -57,6 +57,7 @@ pub const QUIRK_NAMES: &[&str] = &[
     "split",
     "local_midnight_bars",
     "ignored_lookback",
+    "withdrawn_country",
 ];
 
 /// The name a renamed list is served under.
@@ -132,6 +133,8 @@ pub struct Quirks {
     /// The prices lookback parameter ignored: every answer is the default
     /// window (one year), its `displayFrom` saying so.
     pub ignored_lookback: bool,
+    /// The first country count of a geo answer left out: a count withdrawn.
+    pub withdrawn_country: bool,
 }
 
 /// The news filters that take several values.
@@ -242,13 +245,14 @@ impl Quirks {
                 None if part == "withdrawn_month" => q.withdrawn_month = true,
                 None if part == "local_midnight_bars" => q.local_midnight_bars = true,
                 None if part == "ignored_lookback" => q.ignored_lookback = true,
+                None if part == "withdrawn_country" => q.withdrawn_country = true,
                 _ => {
                     return Err(format!(
                         "{part:?}: use page_cap=N, rename=FAMILIES, null=FAMILIES, unpadded_ciks, after_newest_first, \
                          empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at, redated, \
                          unserved=FAMILIES@COMPANY[:STATUS], refuse=FAMILY:STATUS, rename_inner=FAMILIES, ignore_sort, \
                          no_total, offset_cap=OFFSET, repeated_filters, json_texts, no_server_time, exclusive_dates, \
-                         retyped_dividend, withdrawn_month, split=YYYY-MM-DD, local_midnight_bars or ignored_lookback"
+                         retyped_dividend, withdrawn_month, split=YYYY-MM-DD, local_midnight_bars, ignored_lookback or withdrawn_country"
                     ));
                 }
             }
@@ -542,6 +546,13 @@ fn rewrite_body(
         if let Some(i) = oldest {
             months.remove(i);
         }
+    }
+    if q.withdrawn_country
+        && family == Some("geo")
+        && let Some(counts) = body.get_mut("countries").and_then(Value::as_array_mut)
+        && !counts.is_empty()
+    {
+        counts.remove(0);
     }
     if q.no_server_time
         && family == Some("news")

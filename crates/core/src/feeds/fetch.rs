@@ -360,6 +360,9 @@ pub struct Layers {
     pub list: ReadLayers,
     /// The counts as rows observed on `day`.
     pub read: fn(&mut Rows, body: &[u8], day: NaiveDate) -> Result<(), BodyError>,
+    /// The counts' table ([`crate::tables::LoadRule::Replace`], by day): an
+    /// answer for every listed layer replaces the day's counts.
+    pub counts: &'static crate::tables::TableDef,
     /// The configured codes (none: all listed), and the key that configures them.
     pub configured: fn(&Config) -> &[String],
     pub configured_key: &'static str,

@@ -42,7 +42,8 @@ pub struct GeoCountryCount {
 }
 
 table! {
-    /// The layers the service lists, with their reviewed assets, by day.
+    /// The layers the service lists, with their reviewed assets, by day; a
+    /// layer no longer listed that day is withdrawn.
     pub const GEO_LAYERS: GeoLayerRow = "geo_layers" {
         /// The day (UTC) the snapshot was taken.
         observed_date: Date,
@@ -54,13 +55,14 @@ table! {
         reviewed_assets: Int,
     }
     key: &["observed_date", "layer"],
-    load: LoadRule::Upsert,
+    load: LoadRule::Replace,
     versions: true,
     lake_partition: Some(LakePartition::Year("observed_date")),
 }
 
 table! {
-    /// Reviewed assets per layer and country, per day.
+    /// Reviewed assets per layer and country, per day; a count no longer
+    /// served that day (every layer asked) is withdrawn.
     pub const GEO_COUNTRY_COUNTS: GeoCountryCountRow = "geo_country_counts" {
         /// The day (UTC) the snapshot was taken.
         observed_date: Date,
@@ -72,7 +74,7 @@ table! {
         count: Int,
     }
     key: &["observed_date", "layer", "country"],
-    load: LoadRule::Upsert,
+    load: LoadRule::Replace,
     versions: true,
     lake_partition: Some(LakePartition::Year("observed_date")),
 }
@@ -91,6 +93,7 @@ pub static FEED: Feed = Feed {
             read_counts(rows, &parse_body(body)?, day);
             Ok(())
         },
+        counts: &GEO_COUNTRY_COUNTS,
         configured: |config| &config.universe.geo_layers,
         configured_key: "universe.geo_layers",
     }),
@@ -102,8 +105,10 @@ fn check(_route: &str, params: &Params) -> Result<(), String> {
     route_param(params.layers_route.as_deref(), "layers_route", &[])
 }
 
-/// `geo_layers` observed on `day`; returns every layer code listed.
+/// `geo_layers` observed on `day`, the day's whole list; returns every
+/// layer code listed.
 pub fn read_layers(rows: &mut Rows, page: &GeoLayersPage<'_>, day: NaiveDate) -> Vec<String> {
+    rows.replace_partition(&GEO_LAYERS, &day.to_string());
     let mut codes = Vec::new();
     for raw in &page.layers {
         let Some(l) = rows.parse::<GeoLayer>(raw, "geo layer") else {

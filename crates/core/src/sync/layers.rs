@@ -50,10 +50,15 @@ impl Syncer {
         }
         let joined: Vec<String> = layers.iter().map(|l| encode(l)).collect();
         let route = pipeline.route.replace("{layers}", &joined.join(","));
+        // Only an answer for every layer holds the day's whole set of counts.
+        let whole = layers.len() == known.len();
         let rows = self
             .client
             .get(&route, Access::Key, |body| {
                 let mut rows = Rows::new(run_id, &route, self.clock.now());
+                if whole {
+                    rows.replace_partition(feed.counts, &day.to_string());
+                }
                 read(&mut rows, body, day)?;
                 Ok(rows)
             })

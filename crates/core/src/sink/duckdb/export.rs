@@ -70,7 +70,7 @@ impl DuckDbSink {
         // Partitions a response held in full (a Replace table's, or another's
         // read again whole after a restatement): their lake rows are all
         // replaced. A Replace table's changed rows name theirs too.
-        let (filter, replaced) = match table.key.first().map(|k| ident(k)) {
+        let (filter, replaced) = match table.key.first().map(|_| table.partition_text(None)) {
             Some(part) => {
                 let logged = format!(
                     "SELECT DISTINCT \"partition\" FROM {REPLACED_LOG} WHERE table_name = '{}' AND {COMMIT_SEQ} > {after}",

@@ -175,7 +175,7 @@ impl DuckDbSink {
             let target = ident(table.name);
             let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
             let on: Vec<String> = key.iter().map(|k| format!("t.{k} = s.{k}")).collect();
-            let part = &key[0];
+            let part = table.partition_text(Some("t"));
             let withdrawn = format!("NOT EXISTS (SELECT 1 FROM {stage} s WHERE {})", on.join(" AND "));
             if table.versions {
                 // Kept as they were, closed as of the response that left them
@@ -190,7 +190,7 @@ impl DuckDbSink {
                             "{} SELECT {}, CAST(p.u.seen AS TIMESTAMPTZ), p.u.run, 'withdrawn', CAST({seq} AS BIGINT) \
                              FROM {target} t JOIN (SELECT unnest(from_json(?::JSON, \
                              '[{{\"part\":\"VARCHAR\",\"seen\":\"VARCHAR\",\"run\":\"VARCHAR\"}}]')) AS u) p \
-                             ON t.{part} = p.u.part WHERE {withdrawn}",
+                             ON {part} = p.u.part WHERE {withdrawn}",
                             insert_version(table),
                             stored_columns(table, "t"),
                         ),
@@ -205,7 +205,7 @@ impl DuckDbSink {
                 self.conn
                     .execute(
                         &format!(
-                            "{} {target} t WHERE t.{part} IN (SELECT value FROM {BOUND_LIST}) AND {withdrawn}",
+                            "{} {target} t WHERE {part} IN (SELECT value FROM {BOUND_LIST}) AND {withdrawn}",
                             log_lake_partitions_left(table, lake, &seq.to_string()),
                         ),
                         [json_list(&names)],
@@ -217,9 +217,7 @@ impl DuckDbSink {
             }
             self.conn
                 .execute(
-                    &format!(
-                        "DELETE FROM {target} t WHERE t.{part} IN (SELECT value FROM {BOUND_LIST}) AND {withdrawn}"
-                    ),
+                    &format!("DELETE FROM {target} t WHERE {part} IN (SELECT value FROM {BOUND_LIST}) AND {withdrawn}"),
                     [json_list(&names)],
                 )
                 .map_err(sql_err(table.name, "removing rows the service no longer serves"))?;
