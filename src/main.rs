@@ -130,6 +130,30 @@ enum Command {
         #[arg(long, default_value = "news")]
         pipeline: String,
     },
+    /// Read stored companies again whole and compare them with what the
+    /// service serves now: per table, rows equal, changed, withdrawn, missing.
+    ///
+    /// Companies never verified go first, then the longest ago. What differs
+    /// is repaired as a sync would (the old rows kept in <table>_versions) and
+    /// recorded in _sync_verify; `fdsync status` shows the last result. The
+    /// daemon spends [daemon] verify_requests (default 5) a day on it.
+    ///
+    /// Exit codes as `sync --once`: 0 compared (repairs included); 1 failed;
+    /// 2 configuration or key; 75 the quota ran out.
+    ///
+    /// Example: FDSYNC_API_KEY=pk_live_... fdsync verify --budget 20 --pipeline prices
+    Verify {
+        /// Send at most N requests (retries included); default [daemon] verify_requests, else 5.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        budget: Option<u64>,
+        /// Verify only this pipeline (repeatable); default every enabled one it can
+        /// read whole (prices, dividends, monthly_revenue, regulation).
+        #[arg(long = "pipeline", value_name = "NAME")]
+        pipelines: Vec<String>,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check that the configuration can run, one line per check.
     ///
     /// Checks the config, pipelines, API key, the service (one keyed
@@ -359,6 +383,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             json,
         } => run::reset(config()?, pipeline, company, drop_rows, json).await,
         Command::Status { json } => run::status(&config()?, json),
+        Command::Verify {
+            budget,
+            pipelines,
+            json,
+        } => run::verify(config()?, pipelines, budget, json).await,
         Command::Plan {
             json,
             plan,

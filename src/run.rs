@@ -8,7 +8,8 @@ use fdsync_core::config::Config;
 use fdsync_core::sync::{RunSummary, SyncError};
 
 use crate::common::{
-    ExitWith, connect, load_pipelines, open_sink, print_json, shutdown_on_signal, stopped_exit_code, syncer_clock,
+    ExitWith, connect, load_pipelines, open_sink, print_json, shutdown_on_signal, stop_sending_on_signal,
+    stopped_exit_code, syncer_clock,
 };
 use crate::lake::{open_lake, print_published};
 
@@ -53,12 +54,7 @@ pub async fn sync_once(
         syncer.client.limit_requests(n);
     }
     let lake = open_lake(&syncer.config)?;
-    let shutdown = shutdown_on_signal();
-    let client = syncer.client.clone();
-    tokio::spawn(async move {
-        shutdown.cancelled().await;
-        client.stop_sending();
-    });
+    stop_sending_on_signal(&syncer.client);
     let started_at = syncer.clock.now();
     let (report, result) = syncer.run_once(&pipelines).await;
     // Whatever the run committed is published, even when it stopped early;
@@ -124,6 +120,45 @@ pub async fn sync_once(
     }
     if let Some(kib) = fdsync_core::metrics::peak_memory_kib() {
         println!("peak memory: {:.1} MiB", kib as f64 / 1024.0);
+    }
+    Ok(result?)
+}
+
+/// `fdsync verify`: a sample of stored companies compared with the service,
+/// within `budget` requests; the lake publishes what it repaired.
+pub async fn verify(config: Config, named: Vec<String>, budget: Option<u64>, json: bool) -> Result<()> {
+    config.api_key().map_err(SyncError::from)?;
+    let pipelines = load_pipelines(&config, named)?;
+    let syncer = connect(config, "fdsync verify").await?;
+    let budget = budget.unwrap_or(match syncer.config.daemon.verify_requests {
+        0 => 5,
+        n => n,
+    });
+    syncer.client.limit_requests(budget);
+    let lake = open_lake(&syncer.config)?;
+    stop_sending_on_signal(&syncer.client);
+    let (report, result) = syncer.verify(&pipelines, budget).await;
+    // A budget spent ends the sample, not the verification.
+    let result = match result {
+        Err(SyncError::BudgetSpent { .. }) => Ok(()),
+        other => other,
+    };
+    let published = match &lake {
+        Some(lake) if report.repaired() && !syncer.client.is_stopped() => Some(lake.publish(&syncer.sink).await),
+        _ => None,
+    };
+    syncer.sink.close().await;
+    if json {
+        print_json(&report)?;
+    } else {
+        let mut stdout = std::io::stdout();
+        report.write_text(&mut stdout)?;
+        if let Some(Ok(published)) = &published {
+            print_published(&mut stdout, published)?;
+        }
+    }
+    if let Some(Err(e)) = published {
+        return Err(SyncError::from(e).into());
     }
     Ok(result?)
 }

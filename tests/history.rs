@@ -326,3 +326,86 @@ async fn a_geo_count_no_longer_served_that_day_is_withdrawn_and_kept() {
     assert_eq!(some.int(counts).await, served);
     assert_eq!(some.int("SELECT count(*) FROM geo_country_counts_versions").await, 0);
 }
+
+/// `fdsync verify` on a warehouse whose service changed behind its back (a
+/// dividend retyped, a month of revenue withdrawn, no run since): within its
+/// budget it reads the companies never verified first, finds the change,
+/// repairs it (the old rows kept as versions), records it in `_sync_verify`
+/// and `status`, and a second pass covers the companies the first left.
+#[tokio::test]
+async fn verify_finds_and_repairs_what_changed_behind_its_back_within_its_budget() {
+    let h = Harness::with_emulator(with_quirks(""), &COMPANIES).await;
+    run_ok(&h, &h.only(&PIPELINES)).await;
+    let changed = "retyped_dividend,withdrawn_month";
+    h.emulator.emulator.set_quirks(Quirks::parse(changed).unwrap());
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(3_600));
+    let dividends = h.only(&["dividends"]);
+
+    let (report, result) = h.syncer.verify(&dividends, 2).await;
+    result.unwrap();
+    assert_eq!(report.requests, 2, "{report:?}");
+    assert_eq!(report.verified.len(), 2, "two companies, one table: {report:?}");
+    assert!(
+        report
+            .verified
+            .iter()
+            .all(|v| v.table == "dividends" && v.withdrawn == 1 && v.missing == 1 && v.changed == 0),
+        "{report:?}"
+    );
+    assert!(report.verified.iter().all(|v| v.equal + 1 == v.stored), "{report:?}");
+    let first: Vec<String> = report.verified.iter().map(|v| v.company.clone()).collect();
+    let mut text = Vec::new();
+    report.write_text(&mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("repaired dividends"), "{text}");
+
+    // The next pass, an hour on, takes the companies not verified yet first.
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(3_600));
+    let (report, result) = h.syncer.verify(&h.only(&["dividends", "monthly_revenue"]), 10).await;
+    result.unwrap();
+    let second: Vec<&str> = report
+        .verified
+        .iter()
+        .filter(|v| v.table == "dividends")
+        .map(|v| v.company.as_str())
+        .collect();
+    assert!(
+        second.iter().take(2).all(|c| !first.iter().any(|f| f == c)),
+        "{first:?} then {second:?}"
+    );
+    let months: u64 = report
+        .verified
+        .iter()
+        .filter(|v| v.table == "monthly_revenue")
+        .map(|v| v.withdrawn)
+        .sum();
+    assert!(months >= 1, "{report:?}");
+
+    // Now equal to what the service serves, the old rows kept.
+    let fresh = Harness::with_emulator(with_quirks(changed), &COMPANIES).await;
+    fresh.clock.as_sim().unwrap().advance_to(h.clock.now());
+    run_ok(&fresh, &fresh.only(&PIPELINES)).await;
+    for (columns, table) in [(DIVIDENDS, "dividends"), (MONTHS, "monthly_revenue")] {
+        assert_eq!(
+            h.strings(&rows(columns, table)).await,
+            fresh.strings(&rows(columns, table)).await,
+            "{table}"
+        );
+    }
+    assert!(
+        h.int("SELECT count(*) FROM dividends_versions WHERE _change = 'withdrawn'")
+            .await
+            >= 2
+    );
+    assert!(
+        h.int("SELECT count(*) FROM _sync_verify WHERE table_name = 'dividends' AND withdrawn = 1")
+            .await
+            >= 2
+    );
+    let status = h.syncer.status(&h.only(&PIPELINES)).await.unwrap();
+    let seen = status.verification.expect("status shows the last verification");
+    assert_eq!(seen.run_id, report.run_id);
+    assert!(
+        fdsync_core::metrics::render().contains("fdsync_verified_rows_total{table=\"dividends\",result=\"withdrawn\"}")
+    );
+}

@@ -50,6 +50,18 @@ pub fn write_text(out: &mut impl Write, f: &Forecast) -> std::io::Result<()> {
             stream.per_day * 30.0
         )?;
     }
+    if f.verify_per_day > 0.0 {
+        writeln!(
+            out,
+            "{:<16} {:<16} {:>9.1} {:>8.1}  {:>10.0} {:>11.0}  -",
+            "(verify)",
+            "daily",
+            1.0,
+            f.verify_per_day,
+            f.verify_per_day,
+            f.verify_per_day * 30.0
+        )?;
+    }
     writeln!(
         out,
         "{:<16} {:<16} {:>9} {:>9} {:>10.0} {:>11.0}  {} requests",

@@ -125,6 +125,23 @@ pub fn write_text(out: &mut impl Write, status: &Status) -> std::io::Result<()> 
             )?;
         }
     }
+    if let Some(v) = &status.verification {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "verified  last {} ({}); {} companies compared in 30 days",
+            ts(Some(v.verified_at)),
+            v.run_id,
+            v.companies_30d
+        )?;
+        for t in &v.tables {
+            writeln!(
+                out,
+                "  {:<18} {} companies: {} equal, {} changed, {} withdrawn, {} missing",
+                t.table, t.companies, t.equal, t.changed, t.withdrawn, t.missing
+            )?;
+        }
+    }
     writeln!(out)?;
     if status.quota.is_empty() {
         writeln!(out, "quota     not seen yet")?;

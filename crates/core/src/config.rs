@@ -199,10 +199,19 @@ pub struct DaemonConfig {
     /// Set it above the longest gap between the schedules' firings.
     #[serde(default = "default_stale_after")]
     pub stale_after_secs: u64,
+    /// Requests a day spent re-reading stored companies, oldest verified
+    /// first, to find and repair what the service changed (`fdsync verify`); 0: none.
+    #[serde(default = "default_verify_requests")]
+    pub verify_requests: u64,
 }
 
 fn default_stale_after() -> u64 {
     86_400
+}
+
+/// A day's verification on the Free plan's 250 requests: 2% of them.
+fn default_verify_requests() -> u64 {
+    5
 }
 
 impl Default for DaemonConfig {
@@ -211,6 +220,7 @@ impl Default for DaemonConfig {
             metrics_addr: default_metrics_addr(),
             stream: StreamMode::Auto,
             stale_after_secs: default_stale_after(),
+            verify_requests: default_verify_requests(),
         }
     }
 }

@@ -115,6 +115,14 @@ impl Daemon {
                 });
             }
         }
+        if self.syncer.config.daemon.verify_requests > 0 {
+            tasks.spawn(verify_daily(
+                self.syncer.clone(),
+                every.clone(),
+                turn.clone(),
+                shutdown.clone(),
+            ));
+        }
         // A writer that died would fail every run: the process stops, and
         // systemd or Kubernetes starts a new one.
         let sink = self.syncer.sink.clone();
@@ -161,6 +169,7 @@ impl Daemon {
     pub async fn run_until(&self, until: DateTime<Utc>) -> Result<u64, SyncError> {
         let mut last_started = self.last_started().await?;
         let clock = self.syncer.clock.clone();
+        let mut verified = last_verified_day(&self.syncer).await?;
         let mut runs = 0;
         let mut derived: Option<(DateTime<Utc>, Vec<Pipeline>)> = None;
         loop {
@@ -179,6 +188,21 @@ impl Daemon {
                 .iter()
                 .filter_map(|p| Some((due_at(&p.schedule, last_started.get(&p.name).copied(), now)?, p)))
                 .min_by_key(|(due, _)| *due);
+            // The day's verification, when it falls before the next firing.
+            let verify_at = verify_due(&self.syncer, verified, now);
+            if let Some(at) = verify_at.filter(|at| *at <= until && next.is_none_or(|(due, _)| *at <= due)) {
+                clock.sleep_until(at).await;
+                verified = Some(clock.now().date_naive());
+                let (report, result) = self
+                    .syncer
+                    .verify(&self.pipelines, self.syncer.config.daemon.verify_requests)
+                    .await;
+                log_verified(&report, &result);
+                if let Err(e @ (SyncError::Unauthenticated(_) | SyncError::Misdirected(_))) = result {
+                    return Err(e);
+                }
+                continue;
+            }
             let Some((due, pipeline)) = next.filter(|(due, _)| *due <= until) else {
                 return Ok(runs);
             };
@@ -199,6 +223,97 @@ impl Daemon {
     /// When each pipeline last started, from the run log.
     async fn last_started(&self) -> Result<HashMap<String, DateTime<Utc>>, SyncError> {
         Ok(self.syncer.sink.call(|s| s.bookkeeping()?.last_started()).await??)
+    }
+}
+
+/// Waits until `due`, then for the turn (one run at a time); `None` when
+/// the daemon stops first.
+async fn turn_at<'a>(
+    clock: &crate::clock::Clock,
+    due: DateTime<Utc>,
+    turn: &'a tokio::sync::Mutex<()>,
+    shutdown: &CancellationToken,
+) -> Option<tokio::sync::MutexGuard<'a, ()>> {
+    tokio::select! {
+        () = clock.sleep_until(due) => {}
+        () = shutdown.cancelled() => return None,
+    }
+    tokio::select! {
+        held = turn.lock() => Some(held),
+        () = shutdown.cancelled() => None,
+    }
+}
+
+/// The day (UTC) of the last verification, from `_sync_verify`.
+async fn last_verified_day(syncer: &Syncer) -> Result<Option<chrono::NaiveDate>, SyncError> {
+    let last = syncer.sink.call(|s| s.last_verification()).await??;
+    Ok(last.map(|at| at.date_naive()))
+}
+
+/// When the daemon's next verification is due: now, when none ran today
+/// (UTC); else at the next day's start. `None` when it spends nothing.
+fn verify_due(syncer: &Syncer, verified: Option<chrono::NaiveDate>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    if syncer.config.daemon.verify_requests == 0 {
+        return None;
+    }
+    let today = now.date_naive();
+    match verified {
+        Some(day) if day >= today => today
+            .succ_opt()
+            .map(|next| next.and_time(chrono::NaiveTime::MIN).and_utc()),
+        _ => Some(now),
+    }
+}
+
+fn log_verified(report: &crate::sync::VerifyReport, result: &Result<(), SyncError>) {
+    let totals: Vec<String> = report
+        .totals()
+        .iter()
+        .map(|t| {
+            format!(
+                "{}: {} equal, {} changed, {} withdrawn, {} missing",
+                t.table, t.equal, t.changed, t.withdrawn, t.missing
+            )
+        })
+        .collect();
+    match result {
+        Ok(()) => tracing::info!(
+            message = "Verified stored companies against the service.",
+            run_id = %report.run_id,
+            requests = report.requests,
+            companies = report.verified.len(),
+            tables = %totals.join("; "),
+            problems = %report.problems.join("; ")
+        ),
+        Err(e) => tracing::warn!(message = "Verification did not finish.", run_id = %report.run_id, error = %e),
+    }
+}
+
+/// The daemon's share of verification: `[daemon] verify_requests` once a
+/// UTC day, in its turn between the pipelines' runs.
+async fn verify_daily(
+    syncer: Arc<Syncer>,
+    every: Arc<Vec<Pipeline>>,
+    turn: Arc<tokio::sync::Mutex<()>>,
+    shutdown: CancellationToken,
+) -> Result<(), SyncError> {
+    let clock = syncer.clock.clone();
+    let mut verified = last_verified_day(&syncer).await?;
+    loop {
+        let Some(due) = verify_due(&syncer, verified, clock.now()) else {
+            return Ok(());
+        };
+        let Some(_turn) = turn_at(&clock, due, &turn, &shutdown).await else {
+            return Ok(());
+        };
+        verified = Some(clock.now().date_naive());
+        let (report, result) = syncer.verify(&every, syncer.config.daemon.verify_requests).await;
+        log_verified(&report, &result);
+        match result {
+            Ok(()) | Err(SyncError::Interrupted) if shutdown.is_cancelled() => return Ok(()),
+            Err(e @ (SyncError::Unauthenticated(_) | SyncError::Misdirected(_) | SyncError::Sink(_))) => return Err(e),
+            _ => {}
+        }
     }
 }
 
@@ -267,13 +382,8 @@ async fn schedule(
             return Ok(());
         };
         tracing::debug!(message = "Pipeline scheduled.", pipeline = %pipeline.name, %due);
-        tokio::select! {
-            () = clock.sleep_until(due) => {}
-            () = shutdown.cancelled() => return Ok(()),
-        }
-        let _turn = tokio::select! {
-            held = turn.lock() => held,
-            () = shutdown.cancelled() => return Ok(()),
+        let Some(_turn) = turn_at(&clock, due, &turn, &shutdown).await else {
+            return Ok(());
         };
         let started_at = clock.now();
         last_started = Some(started_at);

@@ -32,6 +32,12 @@ struct RunLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerifyLabel {
+    table: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PipelineLabel {
     pipeline: String,
 }
@@ -51,6 +57,7 @@ struct Metrics {
     unreadable: Family<PipelineLabel, Counter>,
     stream_planned: Family<PipelineLabel, Gauge<f64, AtomicU64>>,
     not_served: Family<RunLabel, Gauge>,
+    verified: Family<VerifyLabel, Counter>,
     /// The statuses each pipeline's gauge was last set for, so that one
     /// no longer seen goes back to 0.
     not_served_seen: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
@@ -132,8 +139,15 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Companies the pipeline's route refused at its last run or within the day before, by HTTP status (402: not in the plan)",
         not_served.clone(),
     );
+    let verified = Family::<VerifyLabel, Counter>::default();
+    registry.register(
+        "fdsync_verified_rows",
+        "Stored rows compared again with the service (fdsync verify), by table and result: equal, changed, withdrawn, missing",
+        verified.clone(),
+    );
     Metrics {
         registry,
+        verified,
         not_served,
         not_served_seen: Default::default(),
         stream_planned,
@@ -263,6 +277,19 @@ pub fn stream_planned(pipeline: &str, per_day: f64) {
             pipeline: pipeline.to_owned(),
         })
         .set(per_day);
+}
+
+/// What a verification found in `table`: rows by result.
+pub fn verified(table: &str, results: &[(&str, u64)]) {
+    for (result, n) in results {
+        METRICS
+            .verified
+            .get_or_create(&VerifyLabel {
+                table: table.to_owned(),
+                result: (*result).to_owned(),
+            })
+            .inc_by(*n);
+    }
 }
 
 pub fn stream_lag(seconds: f64) {

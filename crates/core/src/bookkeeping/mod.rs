@@ -186,6 +186,34 @@ table! {
     lineage: false,
 }
 
+table! {
+    /// What `fdsync verify` (and the daemon's daily share of it) found: one
+    /// row per company and table it read again whole, beside what was stored.
+    pub const SYNC_VERIFY: VerifyRow = "_sync_verify" {
+        /// The verify run (`_sync_requests.run_id` of its requests).
+        run_id: Text,
+        /// When the company's answer was compared (UTC).
+        verified_at: Timestamp,
+        /// The pipeline (a file under pipelines/).
+        pipeline: Text,
+        /// The company key.
+        company_key: Text,
+        /// The table compared.
+        table_name: Text,
+        /// Rows stored for the company before the comparison.
+        stored: Int,
+        /// Stored rows the service serves as they are.
+        equal: Int,
+        /// Stored rows it serves with other values: replaced, the old kept in the versions table.
+        changed: Int,
+        /// Stored rows it no longer serves: withdrawn, kept in the versions table.
+        withdrawn: Int,
+        /// Rows it serves that were not stored: added.
+        missing: Int,
+    }
+    lineage: false,
+}
+
 /// fdsync's own tables, after the feeds' in the catalogue
 /// ([`crate::feeds::catalogue`]).
 pub const BOOKKEEPING: &[&TableDef] = &[
@@ -196,4 +224,5 @@ pub const BOOKKEEPING: &[&TableDef] = &[
     &SYNC_QUOTA,
     &SYNC_RESETS,
     &SYNC_UNKNOWN_FIELDS,
+    &SYNC_VERIFY,
 ];

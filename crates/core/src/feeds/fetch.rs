@@ -174,6 +174,25 @@ pub struct Restates {
     pub whole: &'static str,
 }
 
+impl super::Feed {
+    /// The tables one company's answer holds whole, so that `fdsync verify`
+    /// compares every stored row: the feed's replace tables, and a history
+    /// it can read again whole. `None` for a feed verify cannot ask whole.
+    pub fn whole_tables(&self) -> Option<Vec<&'static crate::tables::TableDef>> {
+        let Fetch::PerCompany(per_company) = &self.fetch else {
+            return None;
+        };
+        if per_company.query.is_some() && per_company.restates.is_none() {
+            return None;
+        }
+        let mut tables: Vec<&'static crate::tables::TableDef> = per_company.restates.iter().map(|r| r.table).collect();
+        tables.extend(self.tables.iter().copied().filter(|t| {
+            t.load == crate::tables::LoadRule::Replace && t.versions && t.key.first() == Some(&"company_key")
+        }));
+        (!tables.is_empty()).then_some(tables)
+    }
+}
+
 impl PerCompany {
     /// A route asked as it is, whose 404 is a failure like any other.
     pub const fn plain(read: ReadCompany) -> PerCompany {

@@ -76,6 +76,9 @@ pub struct Forecast {
     pub pipelines: Vec<PipelineForecast>,
     /// The daemon's live stream (a forecast for the daemon only).
     pub stream: Option<StreamForecast>,
+    /// The daemon's daily verification (`[daemon] verify_requests`, at most
+    /// one request per stored company it can verify); 0 under a timer.
+    pub verify_per_day: f64,
     pub per_day: f64,
     pub per_month: f64,
     pub limit: Option<Limit>,
@@ -137,8 +140,10 @@ pub fn forecast(
         });
     }
     let stream = derived.stream;
-    let per_day: f64 =
-        out.iter().map(|p| p.per_day).sum::<f64>() + stream.as_ref().filter(|s| s.connected).map_or(0.0, |s| s.per_day);
+    let verify_per_day = verify_per_day(config, pipelines, timer_minutes);
+    let per_day: f64 = out.iter().map(|p| p.per_day).sum::<f64>()
+        + stream.as_ref().filter(|s| s.connected).map_or(0.0, |s| s.per_day)
+        + verify_per_day;
     let backfill_requests: u64 = out.iter().filter_map(|p| p.backfill_requests).sum();
     let daily = limit.as_ref().and_then(Limit::daily);
     let fits = daily.map(|d| per_day <= d);
@@ -155,6 +160,7 @@ pub fn forecast(
         timer_minutes,
         pipelines: out,
         stream,
+        verify_per_day,
         per_day,
         per_month: per_day * 30.0,
         limit,
@@ -325,6 +331,17 @@ pub fn stream_of(
     Ok(derive(config, pipelines, reader, limit.as_ref(), None, now)?.stream)
 }
 
+/// What the daemon's daily verification spends: its budget, at most one
+/// request a day per company and pipeline it can verify; none under a timer.
+pub fn verify_per_day(config: &Config, pipelines: &[Pipeline], timer_minutes: Option<u32>) -> f64 {
+    if timer_minutes.is_some() {
+        return 0.0;
+    }
+    let verifiable = pipelines.iter().filter(|p| p.feed.whole_tables().is_some()).count() as u64;
+    let most = verifiable * config.universe.companies.len() as u64;
+    config.daemon.verify_requests.min(most) as f64
+}
+
 fn derive(
     config: &Config,
     pipelines: &[Pipeline],
@@ -347,7 +364,8 @@ fn derive(
         .zip(&costs)
         .filter(|(p, _)| !p.auto)
         .map(|(p, c)| c.per_day(runs_per_day(p, timer_minutes, now)))
-        .sum();
+        .sum::<f64>()
+        + verify_per_day(config, pipelines, timer_minutes);
     let least_auto: f64 = pipelines
         .iter()
         .zip(&costs)

@@ -29,6 +29,8 @@ pub struct Status {
     pub quota: Vec<QuotaStatus>,
     /// Fields the service sends that no column holds (`_sync_unknown_fields`).
     pub unknown_fields: Vec<UnknownFieldSeen>,
+    /// What `fdsync verify` found last (`_sync_verify`).
+    pub verification: Option<crate::sink::duckdb::reader::VerificationSeen>,
 }
 
 #[derive(Debug, Serialize)]
@@ -115,11 +117,13 @@ pub fn of(
         pipelines: Vec::new(),
         quota: Vec::new(),
         unknown_fields: Vec::new(),
+        verification: None,
     };
     let (runs, oks, checkpoints, mut not_served) = match reader {
         Some(reader) => {
             status.quota = reader.quota()?;
             status.unknown_fields = reader.unknown_fields()?;
+            status.verification = reader.verification(now)?;
             (
                 reader.last_runs()?,
                 reader.last_ok()?,

@@ -35,7 +35,12 @@ impl Syncer {
             shortfall: Some(o.shortfall as i64),
             resumes: Some(o.resumes),
         });
-        let mut batches = vec![TableBatch::build(b)?];
+        self.commit_with_log(run_id, TableBatch::build(b)?).await
+    }
+
+    /// Commits `batch` with the request log and quota ledger not yet committed.
+    pub(super) async fn commit_with_log(&self, run_id: &str, batch: TableBatch) -> Result<(), SinkError> {
+        let mut batches = vec![batch];
         batches.extend(self.bookkeeping(run_id)?);
         self.sink
             .commit(Commit {

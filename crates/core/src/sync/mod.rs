@@ -23,6 +23,8 @@ mod packed;
 mod report;
 mod stream;
 mod unserved;
+// Beside the schedules: stored companies read again and compared.
+mod verify;
 
 use crate::clock::Clock;
 use crate::config::Config;
@@ -38,6 +40,7 @@ pub use self::offset_windows::PENDING_LOOKBACK_DAYS;
 pub use self::report::{PipelineOutcome, PipelineSummary, QuotaLeft, RunStatus, RunSummary, Shortfall, SyncReport};
 pub use self::stream::StreamReport;
 use self::unserved::{NotServed, found_for};
+pub use self::verify::{TableTotals, Verified, VerifyReport};
 pub use crate::bookkeeping::{
     BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, NO_MANDATE, NOT_SERVED, RESUMES, STREAM_PARTITION, TapeBackfill,
 };
@@ -88,6 +91,8 @@ struct Progress {
     /// What responses reported ([`crate::records::Rows::report`]): each
     /// what, with the companies it concerns.
     reported: std::collections::BTreeMap<String, Vec<String>>,
+    /// Companies whose answer was read and handed to the commit side.
+    answered: Vec<String>,
 }
 
 impl Progress {
@@ -119,6 +124,7 @@ impl Progress {
         self.not_served.extend(other.not_served);
         self.not_served_resting.extend(other.not_served_resting);
         self.restated.extend(other.restated);
+        self.answered.extend(other.answered);
         for (what, about) in other.reported {
             self.reported.entry(what).or_default().extend(about);
         }

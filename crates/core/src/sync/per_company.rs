@@ -21,11 +21,11 @@ use crate::upstream::{Access, UpstreamError, encode};
 
 /// One company's request: its route, the checkpoint it starts from, and
 /// for a history read again whole, the oldest day stored.
-struct Ask {
-    key: String,
-    route: String,
-    partial: Option<NaiveDate>,
-    stored_from: Option<NaiveDate>,
+pub(super) struct Ask {
+    pub(super) key: String,
+    pub(super) route: String,
+    pub(super) partial: Option<NaiveDate>,
+    pub(super) stored_from: Option<NaiveDate>,
 }
 
 impl Syncer {
@@ -118,7 +118,7 @@ impl Syncer {
     /// rows with its checkpoint in order. With `whole`, each response holds
     /// the company's whole set of that table: rows it no longer holds are
     /// withdrawn (when it was read whole).
-    async fn fetch_companies(
+    pub(super) async fn fetch_companies(
         &self,
         Turn { pipeline, run_id }: Turn<'_>,
         feed: &PerCompany,
@@ -177,6 +177,7 @@ impl Syncer {
                 } else {
                     match found_for(fetched, &mut noted, &key) {
                         Ok(Some((rows, newest))) => {
+                            noted.answered.push(key.clone());
                             let checkpoint = Checkpoint {
                                 pipeline: pipeline.name.clone(),
                                 partition: key,

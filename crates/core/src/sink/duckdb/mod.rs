@@ -26,6 +26,7 @@ use duckdb::Connection;
 use self::arrow_scan::Instance;
 use self::held::Held;
 use self::merge::Merge;
+pub use self::reads::{Changes, Holding};
 pub(crate) use self::settings::MIN_PROBE_ROWS;
 use self::settings::{
     DUCKDB_ROW_GROUP_ROWS, PAUSE_MERGES, ROW_GROUP_ROWS, STATEMENT_CACHE, WAREHOUSE_ALIAS, set_checkpoint_threshold,

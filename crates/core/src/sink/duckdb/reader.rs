@@ -38,6 +38,28 @@ pub struct UnknownFieldSeen {
     pub last_seen_at: DateTime<Utc>,
 }
 
+/// What `fdsync verify` found last, and how much of the warehouse it has
+/// compared lately (`_sync_verify`).
+#[derive(Debug, Clone, Serialize)]
+pub struct VerificationSeen {
+    pub run_id: String,
+    pub verified_at: DateTime<Utc>,
+    /// Companies (per pipeline) compared in the 30 days before the status.
+    pub companies_30d: u64,
+    /// The last verification, per table.
+    pub tables: Vec<VerifiedTableSeen>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifiedTableSeen {
+    pub table: String,
+    pub companies: u64,
+    pub equal: u64,
+    pub changed: u64,
+    pub withdrawn: u64,
+    pub missing: u64,
+}
+
 /// A pipeline's newest `_sync_runs` row.
 #[derive(Debug, Serialize)]
 pub struct LastRun {
@@ -407,6 +429,81 @@ impl BookkeepingReader {
         rows.collect::<Result<_, _>>().map_err(err())
     }
 
+    /// Whether the warehouse has table `name`: one an earlier release wrote
+    /// may lack the newer bookkeeping tables.
+    fn has_table(&self, name: &str) -> duckdb::Result<bool> {
+        self.conn.query_row(
+            "SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name = ?",
+            [name],
+            |r| r.get(0),
+        )
+    }
+
+    /// What `fdsync verify` found last, and the companies it compared in the
+    /// 30 days before `now`; `None` before any verification.
+    ///
+    /// # Errors
+    /// When `_sync_verify` cannot be read.
+    pub fn verification(&self, now: DateTime<Utc>) -> Result<Option<VerificationSeen>, SinkError> {
+        let err = || sql_err("_sync_verify", "reading what verification found");
+        if !self.has_table("_sync_verify").map_err(err())? {
+            return Ok(None);
+        }
+        let last: Option<(String, DateTime<Utc>)> = self
+            .conn
+            .query_row(
+                "SELECT run_id, max(verified_at) FROM _sync_verify GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                duckdb::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(e),
+            })
+            .map_err(err())?;
+        let Some((run_id, verified_at)) = last else {
+            return Ok(None);
+        };
+        let since = (now - chrono::Duration::days(30)).to_rfc3339();
+        let companies_30d: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(DISTINCT (pipeline, company_key)) FROM _sync_verify WHERE verified_at >= ?::TIMESTAMPTZ",
+                [&since],
+                |r| r.get(0),
+            )
+            .map_err(err())?;
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT table_name, count(*), sum(equal), sum(changed), sum(withdrawn), sum(missing)
+                 FROM _sync_verify WHERE run_id = ? GROUP BY 1 ORDER BY 1",
+            )
+            .map_err(err())?;
+        let n = |r: &duckdb::Row<'_>, i: usize| r.get::<_, i64>(i).map(|n| n.max(0) as u64);
+        let tables = stmt
+            .query_map([&run_id], |r| {
+                Ok(VerifiedTableSeen {
+                    table: r.get(0)?,
+                    companies: n(r, 1)?,
+                    equal: n(r, 2)?,
+                    changed: n(r, 3)?,
+                    withdrawn: n(r, 4)?,
+                    missing: n(r, 5)?,
+                })
+            })
+            .map_err(err())?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err())?;
+        Ok(Some(VerificationSeen {
+            run_id,
+            verified_at,
+            companies_30d: companies_30d.max(0) as u64,
+            tables,
+        }))
+    }
+
     /// Fields the service sent that no column holds, newest sighting first;
     /// none in a warehouse an earlier release wrote, which lacks the table.
     ///
@@ -414,15 +511,7 @@ impl BookkeepingReader {
     /// When `_sync_unknown_fields` cannot be read.
     pub fn unknown_fields(&self) -> Result<Vec<UnknownFieldSeen>, SinkError> {
         let err = || sql_err("_sync_unknown_fields", "reading the fields no column holds");
-        let exists: i64 = self
-            .conn
-            .query_row(
-                "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_sync_unknown_fields'",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(err())?;
-        if exists == 0 {
+        if !self.has_table("_sync_unknown_fields").map_err(err())? {
             return Ok(Vec::new());
         }
         let mut stmt = self

@@ -23,7 +23,122 @@ pub struct Restated {
     pub earliest: Option<NaiveDate>,
 }
 
+/// What a partition of a table holds before `fdsync verify` reads it again
+/// ([`DuckDbSink::partition_holdings`]), and what that run changed in it
+/// ([`DuckDbSink::verify_changes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Holding {
+    pub rows: u64,
+    /// Its oldest day, for a table with a date column.
+    pub earliest: Option<NaiveDate>,
+}
+
+/// What one run changed in a partition of a table with versions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Rows replaced by other values (their old versions kept).
+    pub changed: u64,
+    /// Rows withdrawn (kept as versions).
+    pub withdrawn: u64,
+    /// Rows the run wrote: the changed ones and the new.
+    pub written: u64,
+}
+
 impl DuckDbSink {
+    /// When each company of `pipeline` was last verified.
+    ///
+    /// # Errors
+    /// When `_sync_verify` cannot be read.
+    pub fn last_verified(&self, pipeline: &str) -> Result<HashMap<String, DateTime<Utc>>, SinkError> {
+        self.rows(
+            ("_sync_verify", "reading when companies were last verified"),
+            "SELECT company_key, max(verified_at) FROM _sync_verify WHERE pipeline = ? GROUP BY 1",
+            &[pipeline],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, DateTime<Utc>>(1)?)),
+        )
+    }
+
+    /// When a verification last compared a company (any pipeline).
+    ///
+    /// # Errors
+    /// When `_sync_verify` cannot be read.
+    pub fn last_verification(&self) -> Result<Option<DateTime<Utc>>, SinkError> {
+        let last: Vec<Option<DateTime<Utc>>> = self.rows(
+            ("_sync_verify", "reading when the last verification ran"),
+            "SELECT max(verified_at) FROM _sync_verify",
+            &[],
+            |r| r.get(0),
+        )?;
+        Ok(last.into_iter().flatten().next())
+    }
+
+    /// How many rows each of `partitions` holds in `table`, and its oldest
+    /// `date` (when given).
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn partition_holdings(
+        &self,
+        table: &'static TableDef,
+        date: Option<&str>,
+        partitions: &[String],
+    ) -> Result<HashMap<String, Holding>, SinkError> {
+        let part = table.partition_text(None);
+        let earliest = date.map_or("NULL::DATE".to_owned(), |d| format!("min({})", ident(d)));
+        self.rows(
+            (table.name, "counting the rows a company holds"),
+            &format!(
+                "SELECT {part}, count(*), {earliest} FROM {} WHERE {part} IN (SELECT value FROM {BOUND_LIST}) GROUP BY 1",
+                ident(table.name)
+            ),
+            &[&json_list(partitions)],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    Holding {
+                        rows: r.get::<_, i64>(1)?.max(0) as u64,
+                        earliest: r.get(2)?,
+                    },
+                ))
+            },
+        )
+    }
+
+    /// What run `run_id` changed in each of `partitions` of `table` (a
+    /// table with versions): rows replaced, withdrawn, and written.
+    ///
+    /// # Errors
+    /// When the table or its versions cannot be read.
+    pub fn verify_changes(
+        &self,
+        table: &'static TableDef,
+        run_id: &str,
+        partitions: &[String],
+    ) -> Result<HashMap<String, Changes>, SinkError> {
+        let part = table.partition_text(None);
+        let sql = format!(
+            "WITH p AS (SELECT value AS part FROM {BOUND_LIST}),              v AS (SELECT {part} AS part, count(*) FILTER (WHERE _change = 'changed') AS changed,                    count(*) FILTER (WHERE _change = 'withdrawn') AS withdrawn                    FROM {versions} WHERE _superseded_by = ? GROUP BY 1),              w AS (SELECT {part} AS part, count(*) AS written FROM {table} WHERE _run_id = ? GROUP BY 1)              SELECT p.part, coalesce(v.changed, 0), coalesce(v.withdrawn, 0), coalesce(w.written, 0)              FROM p LEFT JOIN v USING (part) LEFT JOIN w USING (part)",
+            versions = ident(&table.versions_name()),
+            table = ident(table.name),
+        );
+        self.rows(
+            (table.name, "counting what a verify run changed"),
+            &sql,
+            &[&json_list(partitions), run_id, run_id],
+            |r| {
+                let n = |i: usize| r.get::<_, i64>(i).map(|n| n.max(0) as u64);
+                Ok((
+                    r.get::<_, String>(0)?,
+                    Changes {
+                        changed: n(1)?,
+                        withdrawn: n(2)?,
+                        written: n(3)?,
+                    },
+                ))
+            },
+        )
+    }
+
     /// Every checkpoint of `pipeline`, by partition, with when it last moved
     /// (the stalest partitions go first when a budget cannot cover them all).
     pub fn checkpoints(&self, pipeline: &str) -> Result<HashMap<String, StoredCheckpoint>, SinkError> {
