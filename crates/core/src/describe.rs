@@ -41,7 +41,13 @@ pub fn comments() -> Vec<(&'static str, Option<&'static str>, String)> {
     let mut out = Vec::new();
     for t in catalogue() {
         out.push((t.name, None, table_doc(t)));
-        for c in t.all_columns() {
+        // A versions table's other columns are its table's, described there:
+        // a comment is an ALTER that copies the table's catalog entry, and
+        // hundreds of them cost a new warehouse megabytes at its first open.
+        let own = |c: &&crate::tables::Column| {
+            t.versions_of.is_none() || crate::tables::VERSION_COLUMNS.iter().any(|v| v.name == c.name)
+        };
+        for c in t.all_columns().filter(own) {
             out.push((t.name, Some(c.name), column_doc(t, c.name)));
         }
     }

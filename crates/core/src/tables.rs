@@ -292,8 +292,9 @@ impl TableDef {
             name: leak(self.versions_name()),
             doc: leak(format!(
                 "Every row `{}` held before the service changed or withdrew it, from when fdsync first saw it \
-                 (`_fetched_at`) to when it saw it superseded (`_superseded_at`); `{}_as_of(ts)` reads both as known at `ts`.",
-                self.name, self.name
+                 (`_fetched_at`) to when it saw it superseded (`_superseded_at`); `{}_as_of(ts)` reads both as known at `ts`. \
+                 Its other columns are `{}`'s, described there.",
+                self.name, self.name, self.name
             )),
             columns: Box::leak(columns.into_boxed_slice()),
             lineage: self.lineage,

@@ -64,8 +64,9 @@ table! {
 }
 
 table! {
-    /// The window each prices response said it served (`displayFrom`) beside
-    /// the one asked, appended when it changes.
+    /// The window a prices response said it served (`displayFrom`) beside the
+    /// one asked: every whole-history answer, and any other that differs from
+    /// the range asked. A log, appended as served.
     pub const PRICE_WINDOWS: PriceWindowRow = "price_windows" {
         /// The company: its canonical `cik` from the company payload (10-digit SEC CIK or a
         /// platform key such as TW:2330), whatever spelling the configuration used.
@@ -83,8 +84,7 @@ table! {
         /// How many bars were served.
         bars: Int,
     }
-    key: &["company_key", "observed_at"],
-    load: LoadRule::AppendOnChange,
+    load: LoadRule::Append,
 }
 
 pub static FEED: Feed = Feed {
@@ -186,18 +186,25 @@ fn check_window(rows: &mut Rows, page: &PricesPage<'_>, company_key: &str, first
     let today = rows.fetched_at.date_naive();
     let asked = asked_window(&range, today);
     rows.served_from = served_from;
+    let mut differs = false;
     if let (Some((surely, earliest)), Some(served)) = (asked, served_from) {
         if served > surely {
             rows.report(
                 SHORTER_THAN_ASKED,
                 format!("{company_key} (range={range} reaches {surely}, served from {served})"),
             );
+            differs = true;
         } else if served < earliest {
             rows.report(
                 LOOKBACK_IGNORED,
                 format!("{company_key} (range={range} reaches {surely}, served from {served})"),
             );
+            differs = true;
         }
+    }
+    // A routine refetch served as asked says nothing worth a row a day.
+    if asked.is_some() && !differs {
+        return;
     }
     let fetched_at = rows.fetched_at;
     // The envelope as served, its bars left out (they are in prices_daily).
