@@ -57,7 +57,6 @@ const OBSERVATION_COLUMNS: &[(&str, &str)] = &[
     ("macro_observations", "last_seen_at"),
     ("news_company_items", "first_seen_at"),
     ("regulation_coverage", "observed_at"),
-    ("price_windows", "observed_at"),
 ];
 
 /// One side of the comparison: an emulator with its own clock, and fdsync
@@ -102,7 +101,9 @@ impl Side {
     /// out, and versions, which hold each side's own history.
     async fn tables(&self) -> BTreeMap<&'static str, BTreeSet<String>> {
         let mut out = BTreeMap::new();
-        for table in catalogue().filter(|t| t.lineage && t.versions_of.is_none()) {
+        // What each answer said about its own window is compared by the
+        // quirk tests: a service that ignores the lookback serves another one.
+        for table in catalogue().filter(|t| t.lineage && t.versions_of.is_none() && t.name != "price_windows") {
             out.insert(table.name, self.rows_of(table).await);
         }
         out
@@ -127,6 +128,9 @@ impl Side {
 #[derive(Debug, Clone)]
 struct Draw {
     quirks: String,
+    /// Quirks that change what the service says (a split restating bars, a
+    /// dividend retyped): among `quirks`, and the ground truth's too.
+    content: String,
     faults: String,
     shapes: WireShapes,
     header_form: HeaderForm,
@@ -143,9 +147,10 @@ impl std::fmt::Display for Draw {
 }
 
 /// A random combination of the service's other legal choices and likely
-/// slips. Quirks that change what the service says rather than how (a
-/// restated filing date, a frozen `updatedAt`) are left to their own
-/// tests: the ground truth would differ.
+/// slips. Of the quirks that change what the service says rather than how,
+/// the restatements are drawn too (the ground truth then syncs a service
+/// with them); a restated filing date or a frozen `updatedAt` are left to
+/// their own tests.
 fn draw(seed: u64) -> Draw {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut quirks: Vec<String> = Vec::new();
@@ -181,6 +186,23 @@ fn draw(seed: u64) -> Draw {
     if chance(&mut rng, 0.1) {
         quirks.push("after_newest_first".into());
     }
+    for atom in ["local_midnight_bars", "ignored_lookback"] {
+        if chance(&mut rng, 0.15) {
+            quirks.push(atom.to_owned());
+        }
+    }
+    let mut content = Vec::new();
+    for atom in [
+        "split=2026-11-20",
+        "retyped_dividend",
+        "withdrawn_month",
+        "withdrawn_country",
+    ] {
+        if chance(&mut rng, 0.15) {
+            content.push(atom.to_owned());
+        }
+    }
+    quirks.extend(content.iter().cloned());
     if chance(&mut rng, 0.1) {
         quirks.push("exclusive_dates".into());
     }
@@ -236,6 +258,7 @@ fn draw(seed: u64) -> Draw {
     };
     Draw {
         quirks: quirks.join(","),
+        content: content.join(","),
         faults: faults.join(","),
         shapes,
         header_form,
@@ -256,6 +279,34 @@ fn service(draw: Option<&Draw>) -> EmulatorConfig {
         header_form: draw.header_form,
         ..base
     }
+}
+
+/// What every table holds at each of `times`, synced from a service with
+/// `quirks` only (none: the plain service).
+async fn ground_truth(
+    quirks: &str,
+    times: &[chrono::DateTime<chrono::Utc>],
+    pipelines: &[Pipeline],
+) -> Vec<BTreeMap<&'static str, BTreeSet<String>>> {
+    let config = EmulatorConfig {
+        quirks: Quirks::parse(quirks).unwrap(),
+        ..service(None)
+    };
+    let reference = Side::new(config, start()).await;
+    let mut truth = Vec::new();
+    for at in times {
+        reference.at(*at);
+        let (report, result) = reference.syncer.run_once(pipelines).await;
+        result.unwrap_or_else(|e| panic!("the reference sync ({quirks}) failed: {e}: {report:?}"));
+        for o in &report.outcomes {
+            assert!(
+                o.status == RunStatus::Ok && o.not_served.is_empty(),
+                "reference ({quirks}): {o:?}"
+            );
+        }
+        truth.push(reference.tables().await);
+    }
+    truth
 }
 
 /// Tables whose rows a pipeline asks for from what another table holds:
@@ -305,22 +356,18 @@ async fn a_chaos_upstream_is_read_whole_or_refused_loudly_and_loses_nothing_stor
         .collect();
 
     // The ground truth at each run: the same service without quirks.
-    let reference = Side::new(service(None), start()).await;
-    let mut truth = Vec::new();
-    for at in &times {
-        reference.at(*at);
-        let (report, result) = reference.syncer.run_once(&pipelines).await;
-        result.unwrap_or_else(|e| panic!("the reference sync failed: {e}: {report:?}"));
-        for o in &report.outcomes {
-            assert!(o.status == RunStatus::Ok && o.not_served.is_empty(), "reference: {o:?}");
-        }
-        truth.push(reference.tables().await);
-    }
+    let plain_truth = ground_truth("", &times, &pipelines).await;
 
     let mut failures = Vec::new();
     for seed in seeds {
         let draw = draw(seed);
         let started = std::time::Instant::now();
+        // A restating service's truth is its own, synced without the other quirks.
+        let truth = if draw.content.is_empty() {
+            plain_truth.clone()
+        } else {
+            ground_truth(&draw.content, &times, &pipelines).await
+        };
         let chaos = Side::new(service(Some(&draw)), start()).await;
         let mut before = chaos.tables().await;
         // Pipelines ok (and refusing no company) at every run so far.

@@ -34,9 +34,10 @@ pub struct Rows {
     /// The first day the response says it covers, when it says (a prices
     /// `displayFrom`): a whole read replaces nothing stored before it.
     pub served_from: Option<chrono::NaiveDate>,
-    /// What the response said that the run reports, grouped by what (the
-    /// same for every company) with whom it is about.
-    pub reported: Vec<(String, String)>,
+    /// What the response said that the run reports: what (the same for
+    /// every company), whom it is about, and whether it counts only when
+    /// another response of the run says it too.
+    pub reported: Vec<(String, String, bool)>,
     pub quarantined: Vec<Quarantined>,
     /// Fields records carried that their row types do not read.
     pub unknown_fields: Vec<UnknownField>,
@@ -92,7 +93,14 @@ impl Rows {
     /// Reports `what` about `about` (a company): the run ends partial and
     /// says it once for every company it concerns.
     pub fn report(&mut self, what: &str, about: String) {
-        self.reported.push((what.to_owned(), about));
+        self.reported.push((what.to_owned(), about, false));
+    }
+
+    /// As [`Rows::report`], when one response alone may be a coincidence
+    /// (a company listed on the very day a lookback range would start): it
+    /// counts only when two or more responses of the run report it.
+    pub fn report_if_shared(&mut self, what: &str, about: String) {
+        self.reported.push((what.to_owned(), about, true));
     }
 
     /// Whether every record of the response was read: none quarantined, no

@@ -161,6 +161,25 @@ fn asked_window(range: &str, today: NaiveDate) -> Option<(NaiveDate, NaiveDate)>
     ))
 }
 
+/// The lookback range whose calendar start on `today` is within 3 days of
+/// `served`, if any.
+fn range_starting_at(served: NaiveDate, today: NaiveDate) -> Option<&'static str> {
+    use chrono::{Datelike, Months};
+    let starts = [
+        ("1M", today.checked_sub_months(Months::new(1))),
+        ("3M", today.checked_sub_months(Months::new(3))),
+        ("6M", today.checked_sub_months(Months::new(6))),
+        ("YTD", NaiveDate::from_ymd_opt(today.year(), 1, 1)),
+        ("1Y", today.checked_sub_months(Months::new(12))),
+        ("2Y", today.checked_sub_months(Months::new(24))),
+        ("5Y", today.checked_sub_months(Months::new(60))),
+    ];
+    starts
+        .into_iter()
+        .find(|(_, start)| start.is_some_and(|s| (served - s).num_days().abs() <= 3))
+        .map(|(range, _)| range)
+}
+
 /// What a history shorter than asked is reported as.
 pub const SHORTER_THAN_ASKED: &str = "prices: the service served a shorter history than the lookback asked \
      (its displayFrom is later than the range's start)";
@@ -187,20 +206,34 @@ fn check_window(rows: &mut Rows, page: &PricesPage<'_>, company_key: &str, first
     let asked = asked_window(&range, today);
     rows.served_from = served_from;
     let mut differs = false;
-    if let (Some((surely, earliest)), Some(served)) = (asked, served_from) {
-        if served > surely {
+    let route = rows.route.clone();
+    match (asked, served_from) {
+        (Some((surely, _)), Some(served)) if served > surely => {
             rows.report(
                 SHORTER_THAN_ASKED,
-                format!("{company_key} (range={range} reaches {surely}, served from {served})"),
-            );
-            differs = true;
-        } else if served < earliest {
-            rows.report(
-                LOOKBACK_IGNORED,
-                format!("{company_key} (range={range} reaches {surely}, served from {served})"),
+                format!("{route} (range={range} reaches {surely}, served from {served})"),
             );
             differs = true;
         }
+        (Some((surely, earliest)), Some(served)) if served < earliest => {
+            rows.report(
+                LOOKBACK_IGNORED,
+                format!("{route} (range={range} reaches {surely}, served from {served})"),
+            );
+            differs = true;
+        }
+        // The whole history asked, and a window that starts where a lookback
+        // range would (a year back to within days): a service answering with
+        // its default window, which no later request can tell apart.
+        (None, Some(served)) if range == "ALL" => {
+            if let Some(like) = range_starting_at(served, today) {
+                rows.report_if_shared(
+                    LOOKBACK_IGNORED,
+                    format!("{route} (the whole history asked, served from {served}, where range={like} starts)"),
+                );
+            }
+        }
+        _ => {}
     }
     // A routine refetch served as asked says nothing worth a row a day.
     if asked.is_some() && !differs {
@@ -387,12 +420,17 @@ mod tests {
             let mut rows = Rows::new("run", &format!("/api/v1/companies/MSFT/prices?range={range}"), now);
             read(&mut rows, &page, "0000789019");
             assert_eq!(rows.served_from, Some(d(from)));
-            rows.reported.into_iter().map(|(what, _)| what).collect::<Vec<_>>()
+            rows.reported.into_iter().map(|(what, ..)| what).collect::<Vec<_>>()
         };
         assert!(served("1M", "2026-10-25").is_empty());
         assert!(served("1Y", "2025-11-25").is_empty());
         assert!(served("YTD", "2026-01-01").is_empty());
-        assert!(served("ALL", "2025-11-25").is_empty());
+        assert!(served("ALL", "1995-01-03").is_empty());
+        assert_eq!(
+            served("ALL", "2025-11-24"),
+            [LOOKBACK_IGNORED],
+            "a year back: the default window"
+        );
         assert_eq!(served("5Y", "2025-11-25"), [SHORTER_THAN_ASKED]);
         assert_eq!(served("YTD", "2026-02-01"), [SHORTER_THAN_ASKED]);
         assert_eq!(served("1M", "2025-11-25"), [LOOKBACK_IGNORED]);

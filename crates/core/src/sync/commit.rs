@@ -166,8 +166,8 @@ impl Syncer {
                 }
             }
             progress.problems.extend(rows.withheld_replacements());
-            for (what, about) in std::mem::take(&mut rows.reported) {
-                progress.reported.entry(what).or_default().push(about);
+            for (what, about, shared) in std::mem::take(&mut rows.reported) {
+                progress.reported.entry((what, shared)).or_default().push(about);
             }
             batches.extend(rows.into_batches()?);
         }

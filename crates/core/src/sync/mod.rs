@@ -90,7 +90,8 @@ struct Progress {
     restated: Vec<String>,
     /// What responses reported ([`crate::records::Rows::report`]): each
     /// what, with the companies it concerns.
-    reported: std::collections::BTreeMap<String, Vec<String>>,
+    /// With whether it counts only when two or more responses say it.
+    reported: std::collections::BTreeMap<(String, bool), Vec<String>>,
     /// Companies whose answer was read and handed to the commit side.
     answered: Vec<String>,
 }
@@ -100,7 +101,11 @@ impl Progress {
     /// companies it concerns (the first few named).
     fn problems(&self) -> Vec<String> {
         let mut problems = self.problems.clone();
-        for (what, about) in &self.reported {
+        for ((what, shared), about) in &self.reported {
+            if *shared && about.len() < 2 {
+                tracing::info!(message = "One answer alone; not reported.", %what, about = %about.join(", "));
+                continue;
+            }
             let more = about.len().saturating_sub(3);
             let named = about.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
             let more = if more > 0 {
