@@ -409,3 +409,24 @@ async fn verify_finds_and_repairs_what_changed_behind_its_back_within_its_budget
         fdsync_core::metrics::render().contains("fdsync_verified_rows_total{table=\"dividends\",result=\"withdrawn\"}")
     );
 }
+
+/// The first sync of a service that ignores the lookback asks for the whole
+/// history and gets the default year: nothing stored can tell, but every
+/// company's window starting where `range=1Y` would is reported, naming the
+/// route.
+#[tokio::test]
+async fn a_first_sync_given_the_default_window_for_the_whole_history_is_reported() {
+    let companies = ["AAPL", "MSFT"];
+    let h = Harness::with_emulator(with_quirks("ignored_lookback"), &companies).await;
+    let (report, result) = h.syncer.run_once(&h.only(&["companies", "prices"])).await;
+    result.unwrap();
+    let prices = &report.outcomes[1];
+    assert_eq!(prices.status, fdsync_core::sync::RunStatus::Partial, "{prices:?}");
+    let said = prices.error.clone().unwrap_or_default();
+    assert!(
+        said.contains(fdsync_core::feeds::prices::LOOKBACK_IGNORED)
+            && said.contains("where range=1Y starts")
+            && said.contains("/api/v1/companies/"),
+        "{said}"
+    );
+}
