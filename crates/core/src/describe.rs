@@ -41,9 +41,8 @@ pub fn comments() -> Vec<(&'static str, Option<&'static str>, String)> {
     let mut out = Vec::new();
     for t in catalogue() {
         out.push((t.name, None, table_doc(t)));
-        // A versions table's other columns are its table's, described there:
-        // a comment is an ALTER that copies the table's catalog entry, and
-        // hundreds of them cost a new warehouse megabytes at its first open.
+        // A versions table's other columns are its table's, described there;
+        // repeating them would be hundreds of ALTERs at a warehouse's first open.
         let own = |c: &&crate::tables::Column| {
             t.versions_of.is_none() || crate::tables::VERSION_COLUMNS.iter().any(|v| v.name == c.name)
         };
