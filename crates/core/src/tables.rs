@@ -242,19 +242,6 @@ impl TableDef {
             && self.lake_partition.is_some_and(|p| !self.key.contains(&p.source()))
     }
 
-    /// The SQL for the partition a replaced response names (the first key
-    /// column, of the row aliased `alias` when given) as the text it is
-    /// named by: a date partition (a day's snapshot) compares as its ISO text.
-    pub fn partition_text(&self, alias: Option<&str>) -> String {
-        let key = self.key.first().copied().unwrap_or_default();
-        let quoted = format!("\"{}\"", key.replace('"', "\"\""));
-        let col = alias.map_or(quoted.clone(), |a| format!("{a}.{quoted}"));
-        match self.columns.iter().find(|c| c.name == key).map(|c| c.ty) {
-            Some(ColType::Text) | None => col,
-            Some(_) => format!("CAST({col} AS VARCHAR)"),
-        }
-    }
-
     /// Whether the table declares a column `name` (lineage aside).
     pub fn has_column(&self, name: &str) -> bool {
         self.columns.iter().any(|c| c.name == name)

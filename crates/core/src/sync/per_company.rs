@@ -89,6 +89,15 @@ impl Syncer {
             .sink
             .call(move |s| s.restated(table, &run, date, value, before))
             .await??;
+        if restated.is_empty() {
+            return Ok(());
+        }
+        // A whole answer that starts after the oldest stored day replaces nothing.
+        let parts: Vec<String> = restated.iter().map(|r| r.partition.clone()).collect();
+        let held = self
+            .sink
+            .call(move |s| s.partition_holdings(table, Some(date), &parts))
+            .await??;
         let mut again = Vec::new();
         for r in restated {
             let path = pipeline.route.replace("{company}", &encode(&r.partition));
@@ -101,14 +110,11 @@ impl Syncer {
             tracing::warn!(message = "The service restated a history.", pipeline = %pipeline.name, %said);
             progress.restated.push(said);
             again.push(Ask {
+                stored_from: held.get(&r.partition).and_then(|h| h.earliest),
                 key: r.partition,
                 route,
                 partial: None,
-                stored_from: r.earliest,
             });
-        }
-        if again.is_empty() {
-            return Ok(());
         }
         self.fetch_companies(Turn { pipeline, run_id }, feed, again, Some(table), progress)
             .await

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{COMMIT_SEQ, DuckDbSink, MOVES_LOG, REPLACED_LOG, ident, sql_err, sql_string};
+use super::{COMMIT_SEQ, DuckDbSink, MOVES_LOG, REPLACED_LOG, ident, partition_text, sql_err, sql_string};
 use crate::bookkeeping::SYNC_RESETS;
 use crate::sink::SinkError;
 use crate::tables::{ColType, LakePartition, LoadRule, TableDef};
@@ -70,7 +70,7 @@ impl DuckDbSink {
         // Partitions a response held in full (a Replace table's, or another's
         // read again whole after a restatement): their lake rows are all
         // replaced. A Replace table's changed rows name theirs too.
-        let (filter, replaced) = match table.key.first().map(|_| table.partition_text(None)) {
+        let (filter, replaced) = match table.key.first().map(|_| partition_text(table, None)) {
             Some(part) => {
                 let logged = format!(
                     "SELECT DISTINCT \"partition\" FROM {REPLACED_LOG} WHERE table_name = '{}' AND {COMMIT_SEQ} > {after}",

@@ -9,7 +9,7 @@ use super::merge::{
     merge_statements, staged_key_range, staging, stored_columns,
 };
 use super::settings::{APPEND_ROOM_BYTES, MIN_PROBE_ROWS, MIN_SLICE_ROWS};
-use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, json_list, sql_err};
+use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, REPLACED_LOG, ident, json_list, partition_text, sql_err};
 use crate::batch::{Replaced, batch_err, keys_are_distinct};
 use crate::sink::SinkError;
 use crate::tables::{ColType, LoadRule, TableDef};
@@ -175,7 +175,7 @@ impl DuckDbSink {
             let target = ident(table.name);
             let key: Vec<String> = table.key.iter().map(|k| ident(k)).collect();
             let on: Vec<String> = key.iter().map(|k| format!("t.{k} = s.{k}")).collect();
-            let part = table.partition_text(Some("t"));
+            let part = partition_text(table, Some("t"));
             let withdrawn = format!("NOT EXISTS (SELECT 1 FROM {stage} s WHERE {})", on.join(" AND "));
             if table.versions {
                 // Kept as they were, closed as of the response that left them

@@ -67,6 +67,21 @@ pub fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// The SQL for the partition a replaced response names (the first key
+/// column of `table`, of the row aliased `alias` when given) as the text it
+/// is named by: a date partition (a day's snapshot) compares as its ISO text.
+pub(super) fn partition_text(table: &crate::tables::TableDef, alias: Option<&str>) -> String {
+    let key = table.key.first().copied().unwrap_or_default();
+    let col = match alias {
+        Some(a) => format!("{a}.{}", ident(key)),
+        None => ident(key),
+    };
+    match table.columns.iter().find(|c| c.name == key).map(|c| c.ty) {
+        Some(crate::tables::ColType::Text) | None => col,
+        Some(_) => format!("CAST({col} AS VARCHAR)"),
+    }
+}
+
 /// Whether DuckDB's `message` says a failed checkpoint invalidated the
 /// database, which only attaching it again ends ([`DuckDbSink::reattach`]).
 pub(super) fn invalidated(message: &str) -> bool {

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::{BOUND_LIST, DuckDbSink, ident, json_list, sql_err};
+use super::{BOUND_LIST, DuckDbSink, ident, json_list, partition_text, sql_err};
 use crate::feeds::{self, Pending, Stored, StoredParts};
 use crate::sink::{SinkError, StoredCheckpoint};
 use crate::tables::TableDef;
@@ -18,14 +18,11 @@ pub struct Restated {
     pub rows: u64,
     /// New value over old, the median of the changed rows.
     pub factor: Option<f64>,
-    /// The oldest day stored for the partition: a whole read again that
-    /// starts later replaces nothing.
-    pub earliest: Option<NaiveDate>,
 }
 
-/// What a partition of a table holds before `fdsync verify` reads it again
-/// ([`DuckDbSink::partition_holdings`]), and what that run changed in it
-/// ([`DuckDbSink::verify_changes`]).
+/// What a partition of a table holds before it is read again whole
+/// ([`DuckDbSink::partition_holdings`]); for `fdsync verify`, what that run
+/// changed in it follows ([`DuckDbSink::verify_changes`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Holding {
     pub rows: u64,
@@ -83,7 +80,7 @@ impl DuckDbSink {
         date: Option<&str>,
         partitions: &[String],
     ) -> Result<HashMap<String, Holding>, SinkError> {
-        let part = table.partition_text(None);
+        let part = partition_text(table, None);
         let earliest = date.map_or("NULL::DATE".to_owned(), |d| format!("min({})", ident(d)));
         self.rows(
             (table.name, "counting the rows a company holds"),
@@ -115,7 +112,7 @@ impl DuckDbSink {
         run_id: &str,
         partitions: &[String],
     ) -> Result<HashMap<String, Changes>, SinkError> {
-        let part = table.partition_text(None);
+        let part = partition_text(table, None);
         let sql = format!(
             "WITH p AS (SELECT value AS part FROM {BOUND_LIST}),              v AS (SELECT {part} AS part, count(*) FILTER (WHERE _change = 'changed') AS changed,                    count(*) FILTER (WHERE _change = 'withdrawn') AS withdrawn                    FROM {versions} WHERE _superseded_by = ? GROUP BY 1),              w AS (SELECT {part} AS part, count(*) AS written FROM {table} WHERE _run_id = ? GROUP BY 1)              SELECT p.part, coalesce(v.changed, 0), coalesce(v.withdrawn, 0), coalesce(w.written, 0)              FROM p LEFT JOIN v USING (part) LEFT JOIN w USING (part)",
             versions = ident(&table.versions_name()),
@@ -244,8 +241,7 @@ impl DuckDbSink {
             .map(|c| format!("t.{0} IS NOT DISTINCT FROM v.{0}", ident(c.name)))
             .collect();
         let sql = format!(
-            "SELECT v.{part}, count(*), median(t.{value} / nullif(v.{value}, 0)), \
-             (SELECT min(e.{date}) FROM {table} e WHERE e.{part} = v.{part}) \
+            "SELECT v.{part}, count(*), median(t.{value} / nullif(v.{value}, 0)) \
              FROM {versions} v JOIN {table} t ON t.{part} = v.{part} AND t.{date} = v.{date} \
              WHERE v._superseded_by = ? AND v._change = 'changed' AND v.{date} < ?::DATE AND NOT ({}) \
              GROUP BY ALL ORDER BY 1",
@@ -261,7 +257,6 @@ impl DuckDbSink {
                     partition: r.get(0)?,
                     rows: r.get::<_, i64>(1)?.max(0) as u64,
                     factor: r.get::<_, Option<f64>>(2)?.filter(|f| f.is_finite()),
-                    earliest: r.get(3)?,
                 })
             },
         )
