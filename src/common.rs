@@ -102,7 +102,6 @@ pub fn stopped_exit_code() -> u8 {
     }
 }
 
-/// Cancelled at the first SIGTERM or SIGINT; a second one exits at once.
 /// Stops `client` sending at SIGTERM or SIGINT: a run then ends at its next
 /// commit boundary, with what it received committed.
 pub fn stop_sending_on_signal(client: &fdsync_core::upstream::Client) {
@@ -114,6 +113,7 @@ pub fn stop_sending_on_signal(client: &fdsync_core::upstream::Client) {
     });
 }
 
+/// Cancelled at the first SIGTERM or SIGINT; a second one exits at once.
 pub fn shutdown_on_signal() -> CancellationToken {
     use tokio::signal::unix::{SignalKind, signal};
     let token = CancellationToken::new();

@@ -131,7 +131,7 @@ pub async fn verify(config: Config, named: Vec<String>, budget: Option<u64>, jso
     let pipelines = load_pipelines(&config, named)?;
     let syncer = connect(config, "fdsync verify").await?;
     let budget = budget.unwrap_or(match syncer.config.daemon.verify_requests {
-        0 => 5,
+        0 => fdsync_core::config::DEFAULT_VERIFY_REQUESTS,
         n => n,
     });
     syncer.client.limit_requests(budget);

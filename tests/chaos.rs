@@ -158,6 +158,14 @@ fn draw(seed: u64) -> Draw {
     let list_families = list_families();
     let inner_families = inner_families();
     let chance = |rng: &mut ChaCha8Rng, p: f64| rng.random_bool(p);
+    // Each of `names`, drawn with chance `p`, in order.
+    let some_of = |rng: &mut ChaCha8Rng, names: &[&str], p: f64| -> Vec<String> {
+        names
+            .iter()
+            .filter(|_| rng.random_bool(p))
+            .map(|n| (*n).to_owned())
+            .collect()
+    };
     if chance(&mut rng, 0.4) {
         quirks.push(format!("page_cap={}", rng.random_range(7..60)));
     }
@@ -170,38 +178,33 @@ fn draw(seed: u64) -> Draw {
     if chance(&mut rng, 0.2) {
         quirks.push(format!("rename_inner={}", one_of(&mut rng, &inner_families)));
     }
-    for atom in [
-        "unpadded_ciks",
-        "offsetless_timestamps",
-        "ignore_sort",
-        "no_total",
-        "empty_texts",
-        "json_texts",
-        "no_server_time",
-    ] {
-        if chance(&mut rng, 0.3) {
-            quirks.push(atom.to_owned());
-        }
-    }
+    quirks.extend(some_of(
+        &mut rng,
+        &[
+            "unpadded_ciks",
+            "offsetless_timestamps",
+            "ignore_sort",
+            "no_total",
+            "empty_texts",
+            "json_texts",
+            "no_server_time",
+        ],
+        0.3,
+    ));
     if chance(&mut rng, 0.1) {
         quirks.push("after_newest_first".into());
     }
-    for atom in ["local_midnight_bars", "ignored_lookback"] {
-        if chance(&mut rng, 0.15) {
-            quirks.push(atom.to_owned());
-        }
-    }
-    let mut content = Vec::new();
-    for atom in [
-        "split=2026-11-20",
-        "retyped_dividend",
-        "withdrawn_month",
-        "withdrawn_country",
-    ] {
-        if chance(&mut rng, 0.15) {
-            content.push(atom.to_owned());
-        }
-    }
+    quirks.extend(some_of(&mut rng, &["local_midnight_bars", "ignored_lookback"], 0.15));
+    let content = some_of(
+        &mut rng,
+        &[
+            "split=2026-11-20",
+            "retyped_dividend",
+            "withdrawn_month",
+            "withdrawn_country",
+        ],
+        0.15,
+    );
     quirks.extend(content.iter().cloned());
     if chance(&mut rng, 0.1) {
         quirks.push("exclusive_dates".into());

@@ -210,8 +210,10 @@ fn default_stale_after() -> u64 {
 }
 
 /// A day's verification on the Free plan's 250 requests: 2% of them.
+pub const DEFAULT_VERIFY_REQUESTS: u64 = 5;
+
 fn default_verify_requests() -> u64 {
-    5
+    DEFAULT_VERIFY_REQUESTS
 }
 
 impl Default for DaemonConfig {

@@ -193,12 +193,9 @@ impl Daemon {
             if let Some(at) = verify_at.filter(|at| *at <= until && next.is_none_or(|(due, _)| *at <= due)) {
                 clock.sleep_until(at).await;
                 verified = Some(clock.now().date_naive());
-                let (report, result) = self
-                    .syncer
-                    .verify(&self.pipelines, self.syncer.config.daemon.verify_requests)
-                    .await;
-                log_verified(&report, &result);
-                if let Err(e @ (SyncError::Unauthenticated(_) | SyncError::Misdirected(_))) = result {
+                if let Err(e @ (SyncError::Unauthenticated(_) | SyncError::Misdirected(_))) =
+                    verify_share(&self.syncer, &self.pipelines).await
+                {
                     return Err(e);
                 }
                 continue;
@@ -265,7 +262,9 @@ fn verify_due(syncer: &Syncer, verified: Option<chrono::NaiveDate>, now: DateTim
     }
 }
 
-fn log_verified(report: &crate::sync::VerifyReport, result: &Result<(), SyncError>) {
+/// Spends the day's share on verification, and logs what it found.
+async fn verify_share(syncer: &Syncer, pipelines: &[Pipeline]) -> Result<(), SyncError> {
+    let (report, result) = syncer.verify(pipelines, syncer.config.daemon.verify_requests).await;
     let totals: Vec<String> = report
         .totals()
         .iter()
@@ -276,7 +275,7 @@ fn log_verified(report: &crate::sync::VerifyReport, result: &Result<(), SyncErro
             )
         })
         .collect();
-    match result {
+    match &result {
         Ok(()) => tracing::info!(
             message = "Verified stored companies against the service.",
             run_id = %report.run_id,
@@ -287,6 +286,7 @@ fn log_verified(report: &crate::sync::VerifyReport, result: &Result<(), SyncErro
         ),
         Err(e) => tracing::warn!(message = "Verification did not finish.", run_id = %report.run_id, error = %e),
     }
+    result
 }
 
 /// The daemon's share of verification: `[daemon] verify_requests` once a
@@ -307,9 +307,7 @@ async fn verify_daily(
             return Ok(());
         };
         verified = Some(clock.now().date_naive());
-        let (report, result) = syncer.verify(&every, syncer.config.daemon.verify_requests).await;
-        log_verified(&report, &result);
-        match result {
+        match verify_share(&syncer, &every).await {
             Ok(()) | Err(SyncError::Interrupted) if shutdown.is_cancelled() => return Ok(()),
             Err(e @ (SyncError::Unauthenticated(_) | SyncError::Misdirected(_) | SyncError::Sink(_))) => return Err(e),
             _ => {}

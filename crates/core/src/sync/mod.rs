@@ -88,9 +88,9 @@ struct Progress {
     not_served_resting: Vec<unserved::Resting>,
     /// Histories the service restated, read again whole (in words).
     restated: Vec<String>,
-    /// What responses reported ([`crate::records::Rows::report`]): each
-    /// what, with the companies it concerns.
-    /// With whether it counts only when two or more responses say it.
+    /// What responses reported ([`crate::records::Rows::report`]), by what
+    /// and whether it counts only when two or more responses say it: the
+    /// companies it concerns.
     reported: std::collections::BTreeMap<(String, bool), Vec<String>>,
     /// Companies whose answer was read and handed to the commit side.
     answered: Vec<String>,
