@@ -44,7 +44,7 @@ pub fn syncer_clock() -> Result<Clock> {
 
 /// A syncer with the configured key, holding the warehouse as `holder`.
 pub async fn connect(config: Config, holder: &str) -> Result<Syncer> {
-    let key = config.api_key().map_err(SyncError::from)?;
+    let key = config.credential().map_err(SyncError::from)?;
     let clock = syncer_clock()?;
     let client = Client::new(&config.upstream, Some(key), clock.clone())?;
     let sink = open_sink(&config, holder).await?;

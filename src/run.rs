@@ -20,7 +20,7 @@ pub async fn sync_once(
     max_requests: Option<u64>,
     json: bool,
 ) -> Result<()> {
-    config.api_key().map_err(SyncError::from)?;
+    config.credential().map_err(SyncError::from)?;
     let forced = all || !named.is_empty();
     let chosen = load_pipelines(&config, named)?;
     let syncer = connect(config, "fdsync sync --once").await?;
@@ -127,7 +127,7 @@ pub async fn sync_once(
 /// `fdsync verify`: a sample of stored companies compared with the service,
 /// within `budget` requests; the lake publishes what it repaired.
 pub async fn verify(config: Config, named: Vec<String>, budget: Option<u64>, json: bool) -> Result<()> {
-    config.api_key().map_err(SyncError::from)?;
+    config.credential().map_err(SyncError::from)?;
     let pipelines = load_pipelines(&config, named)?;
     let syncer = connect(config, "fdsync verify").await?;
     let budget = budget.unwrap_or(match syncer.config.daemon.verify_requests {
@@ -186,7 +186,7 @@ pub async fn daemon(
     no_stream: bool,
     metrics_addr: Option<String>,
 ) -> Result<()> {
-    config.api_key().map_err(SyncError::from)?;
+    config.credential().map_err(SyncError::from)?;
     if let Some(addr) = metrics_addr {
         config.daemon.metrics_addr = addr;
     }
@@ -214,7 +214,7 @@ pub async fn daemon(
 }
 
 pub async fn stream(config: Config, pipeline: String) -> Result<()> {
-    config.api_key().map_err(SyncError::from)?;
+    config.credential().map_err(SyncError::from)?;
     let pipelines = load_pipelines(&config, vec![pipeline])?;
     let syncer = connect(config, "fdsync stream").await?;
     let result = syncer.run_stream(&pipelines[0], &shutdown_on_signal(), false).await;

@@ -210,3 +210,95 @@ async fn a_sync_paced_by_ietf_headers_alone_sends_no_429() {
     assert_eq!(stats.rate_limited, 0, "the client caused a 429: {stats:?}");
     assert!(h.clock.now() - start_time() >= chrono::Duration::minutes(5));
 }
+
+/// An OAuth access token (spec section 5) stands in for the key: read from
+/// the file a token helper keeps fresh and read again when it changes. A JWT
+/// past its `exp` is not sent: once the helper stops, the run waits for the
+/// file a bounded time, then exits 2 saying the token expired. An opaque
+/// token cannot say so itself; the service's 401 is then named as the
+/// token's, with what could not be told.
+#[tokio::test]
+async fn a_sync_runs_on_an_oauth_access_token_and_an_expired_one_exits_2_saying_so() {
+    use fdsync_core::config::CredentialKind;
+    use fdsync_emulator::keys::TokenShape;
+
+    let mut h = Harness::new(PlanLimits::build(), &["MSFT", "AAPL"]).await;
+    let hour = chrono::Duration::hours(1);
+    let token_file = h._tempdir.path().join("access_token");
+    let issued = h.emulator.emulator.issue_token("test", hour, TokenShape::Jwt).unwrap();
+    std::fs::write(&token_file, format!("{}\n", issued.access_token)).unwrap();
+    h.restart(|c| {
+        c.upstream.credential = CredentialKind::Oauth;
+        c.upstream.access_token_file = Some(token_file.clone());
+    })
+    .await;
+    let (report, result) = h.syncer.run_once(&h.pipelines).await;
+    result.unwrap();
+    assert!(report.outcomes.iter().all(|o| o.status == RunStatus::Ok), "{report:?}");
+    assert_eq!(h.int("SELECT count(*) FROM companies").await, 2);
+    assert!(h.int("SELECT count(*) FROM prices_daily").await > 0);
+
+    // The helper renews the token before it expires: the new one is read
+    // from the changed file, and nothing is refused.
+    h.clock
+        .as_sim()
+        .unwrap()
+        .advance(std::time::Duration::from_secs(50 * 60));
+    let renewed = h.emulator.emulator.issue_token("test", hour, TokenShape::Jwt).unwrap();
+    std::fs::write(&token_file, format!("{}\n", renewed.access_token)).unwrap();
+    h.clock
+        .as_sim()
+        .unwrap()
+        .advance(std::time::Duration::from_secs(20 * 60));
+    let (_, result) = h.syncer.run_once(&h.only(&["indices"])).await;
+    result.unwrap();
+    assert_eq!(h.emulator.emulator.stats().by_status.get(&401), None);
+
+    // The helper stopped: past the token's exp nothing is sent; the file is
+    // watched 90 s, then the run exits 2, saying the token expired.
+    h.clock
+        .as_sim()
+        .unwrap()
+        .advance(std::time::Duration::from_secs(2 * 3600));
+    let requests_before = h.emulator.emulator.stats().requests;
+    let (_, result) = h.syncer.run_once(&h.only(&["indices"])).await;
+    let err = result.unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("OAuth access token was not sent") && message.contains("expired at"),
+        "{message}"
+    );
+    assert!(message.contains(&token_file.display().to_string()), "{message}");
+    assert!(!message.contains(&renewed.access_token), "the token never in a message");
+    assert_eq!(
+        h.emulator.emulator.stats().requests,
+        requests_before,
+        "a token known to have expired is not sent"
+    );
+
+    // An opaque token, expired: the service's 401 says so, and fdsync says
+    // it cannot tell expiry from the token itself.
+    let opaque = h
+        .emulator
+        .emulator
+        .issue_token("test", hour, TokenShape::Opaque)
+        .unwrap();
+    std::fs::write(&token_file, format!("{}\n", opaque.access_token)).unwrap();
+    h.clock
+        .as_sim()
+        .unwrap()
+        .advance(std::time::Duration::from_secs(2 * 3600));
+    h.restart(|_| {}).await;
+    let (_, result) = h.syncer.run_once(&h.only(&["indices"])).await;
+    let err = result.unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("refused the OAuth access token")
+            && message.contains("access token expired")
+            && message.contains("opaque"),
+        "{message}"
+    );
+    assert_eq!(h.emulator.emulator.stats().by_status.get(&401), Some(&1));
+}

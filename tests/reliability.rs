@@ -832,7 +832,7 @@ async fn the_key_appears_nowhere() {
             scanned += 1;
         }
     }
-    let key = fdsync_core::config::ApiKey::parse(TEST_KEY, "test").unwrap();
+    let key = fdsync_core::config::Credential::parse(TEST_KEY, "test").unwrap();
     let syncer = own_clock_syncer(&config_text(
         &emulator.base_url(),
         &subject.dir.path().join("debug.duckdb"),

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use fdsync_core::clock::Clock;
-use fdsync_core::config::{ApiKey, Config};
+use fdsync_core::config::{Config, Credential, CredentialKind};
 use fdsync_core::sink::lock::WriterLock;
 use fdsync_core::upstream::{Access, BodyError, Client, UpstreamError};
 
@@ -121,7 +121,7 @@ pub async fn run(config_path: &Path) -> Report {
     };
     if let Some(config) = &config {
         checks.push(pipelines(config));
-        let key = api_key(config, &mut checks);
+        let key = credential(config, &mut checks);
         match key {
             Some(key) => checks.extend(service(config, key).await),
             None => {
@@ -184,39 +184,47 @@ fn pipelines(config: &Config) -> Check {
     }
 }
 
-fn api_key(config: &Config, checks: &mut Vec<Check>) -> Option<ApiKey> {
-    let source = match &config.upstream.api_key_file {
+fn credential(config: &Config, checks: &mut Vec<Check>) -> Option<Credential> {
+    let oauth = config.upstream.credential == CredentialKind::Oauth;
+    let source = match config.upstream.credential_file() {
         Some(file) => format!("the file {}", file.display()),
+        None if oauth => "upstream.access_token_file".to_owned(),
         None => format!("${}", config.upstream.api_key_env),
     };
-    match config.api_key() {
+    let (name, what) = if oauth {
+        ("access token", "the OAuth access token (the token helper writes it)")
+    } else {
+        ("api key", "the key (it starts with pk_live_)")
+    };
+    match config.credential() {
         Ok(key) => {
+            let expiry = key
+                .expires_at()
+                .map(|at| format!(", expires {}", at.to_rfc3339()))
+                .unwrap_or_default();
             checks.push(Check::ok(
-                "api key",
-                format!("read from {source} (fingerprint {})", key.fingerprint()),
+                name,
+                format!("read from {source} (fingerprint {}{expiry})", key.fingerprint()),
             ));
             Some(key)
         }
         Err(e) => {
-            checks.push(Check::fail(
-                "api key",
-                2,
-                e.to_string(),
-                format!("put the key (it starts with pk_live_) in {source}"),
-            ));
+            checks.push(Check::fail(name, 2, e.to_string(), format!("put {what} in {source}")));
             None
         }
     }
 }
 
 /// The service and quota checks, from one keyed request.
-async fn service(config: &Config, key: ApiKey) -> Vec<Check> {
+async fn service(config: &Config, key: Credential) -> Vec<Check> {
     let base = &config.upstream.base_url;
+    let key_kind = key.describe();
     // Two attempts: a wrong address should be reported in seconds, not after
     // a sync's patient retries; the key is already read, so no key file is watched.
     let upstream = fdsync_core::config::UpstreamConfig {
         max_attempts: config.upstream.max_attempts.min(2),
         api_key_file: None,
+        access_token_file: None,
         ..config.upstream.clone()
     };
     let client = match Client::new(&upstream, Some(key), Clock::System) {
@@ -242,15 +250,23 @@ async fn service(config: &Config, key: ApiKey) -> Vec<Check> {
         .await;
     let asked = format!("GET {base}{PROBE_ROUTE}");
     let service = match answer {
-        Ok(_) => Check::ok("service", format!("{asked}: key accepted (1 request of the quota)")),
+        Ok(_) => Check::ok(
+            "service",
+            format!("{asked}: {} accepted (1 request of the quota)", key_kind),
+        ),
         Err(e @ UpstreamError::Unauthenticated { .. }) => Check::fail(
             "service",
             2,
             format!("{asked}: {e}"),
-            format!(
-                "the service refused the key: check ${} holds a live key (revoked keys stay refused)",
-                config.upstream.api_key_env
-            ),
+            if config.upstream.credential == CredentialKind::Oauth {
+                "the service refused the access token: check the token helper keeps upstream.access_token_file fresh"
+                    .to_owned()
+            } else {
+                format!(
+                    "the service refused the key: check ${} holds a live key (revoked keys stay refused)",
+                    config.upstream.api_key_env
+                )
+            },
         ),
         Err(e @ (UpstreamError::NotFound { .. } | UpstreamError::Redirected { .. })) => Check::fail(
             "service",

@@ -6,7 +6,7 @@
 //!
 //! # Layout
 //! Data flows one way, one module per stage:
-//! - [`config`]: the operator's TOML and environment overrides; the [`config::ApiKey`] type.
+//! - [`config`]: the operator's TOML and environment overrides; the [`config::Credential`] type.
 //! - [`pipeline`]: the pipeline files under `pipelines/`: a feed and what an operator tunes.
 //! - [`planner`]: what a run must fetch and what the schedules cost, from the
 //!   run log and the checkpoints; where each pipeline stands.

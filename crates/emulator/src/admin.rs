@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | GET | /admin/accounts | accounts, plans, credits and keys (ids and prefixes, never secrets) |
 //! | POST | /admin/accounts/{name}/keys | creates a key; the secret is in this response only (409 past ten active keys) |
+//! | POST | /admin/accounts/{name}/tokens?ttl_s=N&shape=jwt\|opaque | issues an OAuth access token valid for N seconds (default 3600), a JWT by default |
 //! | POST | /admin/keys/{id}/rotate | revokes the key and issues its replacement in one step |
 //! | POST | /admin/keys/{id}/revoke | revokes the key; the data routes refuse it after the revoke delay |
 //! | PUT | /admin/revoke-delay?secs=N | sets that delay |
@@ -28,7 +29,7 @@ use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde_json::json;
 
-use super::keys::KeyError;
+use super::keys::{KeyError, TokenShape};
 use super::{ApiError, Emulator, Faults, Hostile, Quirks, WireShapes};
 
 type AdminResult = Result<Response, ApiError>;
@@ -60,6 +61,7 @@ impl Emulator {
         Router::new()
             .route("/admin/accounts", get(accounts))
             .route("/admin/accounts/{name}/keys", post(create_key))
+            .route("/admin/accounts/{name}/tokens", post(issue_token))
             .route("/admin/keys/{id}/rotate", post(rotate_key))
             .route("/admin/keys/{id}/revoke", post(revoke_key))
             .route("/admin/revoke-delay", put(revoke_delay))
@@ -106,6 +108,29 @@ async fn accounts(State(emulator): State<Arc<Emulator>>) -> Json<serde_json::Val
 async fn create_key(State(emulator): State<Arc<Emulator>>, Path(name): Path<String>) -> AdminResult {
     let now = emulator.clock().now();
     let issued = emulator.keyring().create(&name, now).map_err(key_error)?;
+    Ok((StatusCode::CREATED, Json(issued)).into_response())
+}
+
+async fn issue_token(
+    State(emulator): State<Arc<Emulator>>,
+    Path(name): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> AdminResult {
+    let bad = |m: &str| ApiError::new(StatusCode::BAD_REQUEST, m);
+    let ttl_s = match query.get("ttl_s") {
+        Some(s) => s
+            .parse::<i64>()
+            .map_err(|_| bad("ttl_s: a whole number of seconds is required"))?,
+        None => 3600,
+    };
+    let shape = match query.get("shape").map(String::as_str) {
+        None | Some("jwt") => TokenShape::Jwt,
+        Some("opaque") => TokenShape::Opaque,
+        Some(_) => return Err(bad("shape: jwt or opaque")),
+    };
+    let issued = emulator
+        .issue_token(&name, chrono::Duration::seconds(ttl_s), shape)
+        .map_err(key_error)?;
     Ok((StatusCode::CREATED, Json(issued)).into_response())
 }
 

@@ -41,22 +41,27 @@ pub(super) async fn gate(State(state): State<Arc<AppState>>, req: Request, next:
 
 pub(super) fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<usize, ApiError> {
     let unauthenticated = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, m).code("unauthenticated");
-    // X-API-KEY wins when both are sent.
-    let key = match headers.get("x-api-key") {
-        Some(v) => v
-            .to_str()
-            .map_err(|_| unauthenticated("X-API-KEY is not valid text"))?
-            .trim()
-            .to_owned(),
+    // X-API-KEY wins when both are sent; a bearer that is not a key is an
+    // OAuth access token.
+    let (key, header) = match headers.get("x-api-key") {
+        Some(v) => (
+            v.to_str()
+                .map_err(|_| unauthenticated("X-API-KEY is not valid text"))?
+                .trim()
+                .to_owned(),
+            "X-API-KEY",
+        ),
         None => match headers.get("authorization") {
             Some(v) => {
                 let v = v
                     .to_str()
                     .map_err(|_| unauthenticated("Authorization is not valid text"))?;
-                v.strip_prefix("Bearer ")
-                    .ok_or_else(|| unauthenticated("Authorization must be 'Bearer <API_KEY>'"))?
+                let bearer = v
+                    .strip_prefix("Bearer ")
+                    .ok_or_else(|| unauthenticated("Authorization must be 'Bearer <API_KEY or access token>'"))?
                     .trim()
-                    .to_owned()
+                    .to_owned();
+                (bearer, "Authorization")
             }
             None => {
                 return Err(unauthenticated(
@@ -65,15 +70,20 @@ pub(super) fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<usiz
             }
         },
     };
-    if !key.starts_with(KEY_PREFIX) {
+    let ring = state.keyring.lock().unwrap_or_else(|e| e.into_inner());
+    if key.starts_with(KEY_PREFIX) {
+        return ring
+            .authenticate(&key, state.clock.now())
+            .map_err(|_| unauthenticated("invalid or revoked API key"));
+    }
+    if header == "X-API-KEY" {
         return Err(unauthenticated("malformed API key: keys begin with pk_live_"));
     }
-    state
-        .keyring
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .authenticate(&key, state.clock.now())
-        .map_err(|_| unauthenticated("invalid or revoked API key"))
+    ring.authenticate_token(&key, state.clock.now())
+        .map_err(|refusal| match refusal {
+            Refusal::Expired => unauthenticated("access token expired"),
+            _ => unauthenticated("invalid access token"),
+        })
 }
 
 pub(super) fn window_start(now: DateTime<Utc>, period: QuotaPeriod) -> DateTime<Utc> {

@@ -5,6 +5,10 @@
 //! (and rotating, which revokes the old key) is permanent at once in the
 //! account's view but takes effect on the data routes only after a settable
 //! delay, the way the real service propagates it "within about 60 seconds".
+//!
+//! OAuth access tokens (spec section 5) stand in for a key on the data
+//! routes: issued per account with an expiry, shaped as a JWT whose `exp`
+//! a client may read, or opaque; the service refuses one past its expiry.
 
 use std::collections::HashMap;
 
@@ -145,6 +149,24 @@ impl std::fmt::Display for KeyError {
     }
 }
 
+/// An access token shown once, at issue.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuedToken {
+    pub account: String,
+    pub access_token: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// The shape of an issued access token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenShape {
+    /// `header.payload.signature`, base64url, the payload carrying `sub`, `exp` and `token_use`.
+    Jwt,
+    /// Random text that says nothing about itself.
+    Opaque,
+}
+
 struct KeyRecord {
     id: String,
     account: usize,
@@ -158,6 +180,8 @@ struct KeyRecord {
 pub enum Refusal {
     Unknown,
     Revoked,
+    /// An access token past its expiry.
+    Expired,
 }
 
 pub struct Keyring {
@@ -167,6 +191,12 @@ pub struct Keyring {
     by_hash: HashMap<[u8; 32], usize>,
     revoke_delay: chrono::Duration,
     issued: u64,
+    /// Access tokens by their SHA-256: the account and the expiry.
+    tokens: HashMap<[u8; 32], (usize, DateTime<Utc>)>,
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn sha256(s: &str) -> [u8; 32] {
@@ -182,6 +212,7 @@ impl Keyring {
             by_hash: HashMap::new(),
             revoke_delay,
             issued: 0,
+            tokens: HashMap::new(),
         };
         for account in accounts {
             let index = ring.accounts.len();
@@ -222,6 +253,52 @@ impl Keyring {
         }
     }
 
+    /// The account a presented access token belongs to, if it has not expired at `now`.
+    pub fn authenticate_token(&self, token: &str, now: DateTime<Utc>) -> Result<usize, Refusal> {
+        match self.tokens.get(&sha256(token)) {
+            None => Err(Refusal::Unknown),
+            Some(&(_, expires_at)) if expires_at <= now => Err(Refusal::Expired),
+            Some(&(account, _)) => Ok(account),
+        }
+    }
+
+    /// Issues an access token for `account`, valid for `ttl` from `now`.
+    pub fn issue_token(
+        &mut self,
+        account: &str,
+        ttl: chrono::Duration,
+        shape: TokenShape,
+        now: DateTime<Utc>,
+    ) -> Result<IssuedToken, KeyError> {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let index = self.account_index(account)?;
+        self.issued += 1;
+        let signature = Sha256::digest(format!("fdsync-emulator-token:{}:{}", self.seed, self.issued));
+        let expires_at = now + ttl;
+        let access_token = match shape {
+            TokenShape::Jwt => {
+                let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+                let claims = serde_json::json!({
+                    "sub": account,
+                    "exp": expires_at.timestamp(),
+                    "iat": now.timestamp(),
+                    "token_use": "access",
+                    "scope": "data",
+                });
+                let payload = URL_SAFE_NO_PAD.encode(claims.to_string());
+                format!("{header}.{payload}.{}", URL_SAFE_NO_PAD.encode(signature))
+            }
+            TokenShape::Opaque => format!("at_{}", hex_of(&signature[..20])),
+        };
+        self.tokens.insert(sha256(&access_token), (index, expires_at));
+        Ok(IssuedToken {
+            account: account.into(),
+            access_token,
+            expires_at,
+        })
+    }
+
     pub fn account(&self, index: usize) -> &Account {
         &self.accounts[index]
     }
@@ -255,8 +332,7 @@ impl Keyring {
     fn new_secret(&mut self) -> String {
         self.issued += 1;
         let digest = Sha256::digest(format!("fdsync-emulator-key:{}:{}", self.seed, self.issued));
-        let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
-        format!("{KEY_PREFIX}{hex}")
+        format!("{KEY_PREFIX}{}", hex_of(&digest[..16]))
     }
 
     pub fn create(&mut self, account: &str, now: DateTime<Utc>) -> Result<IssuedKey, KeyError> {

@@ -56,8 +56,8 @@ use families::account::{coverage, mcp_unauthorized, oauth_metadata};
 use fdsync_clock::Clock;
 use gate::{count, gate, inject_faults};
 pub use hostile::Hostile;
-use keys::Keyring;
 pub use keys::{Account, Credits};
+use keys::{Keyring, Refusal};
 pub use quirks::{QUIRK_NAMES, Quirks, RENAMED_LIST, inner_families, list_families};
 pub use shapes::{EXTRA_FIELD, Served, WireShapes};
 use wire::ErrorBody;
@@ -224,6 +224,17 @@ impl Emulator {
     /// Revokes key `id` (from [`keys::IssuedKey::id`]) and issues its replacement atomically.
     pub fn rotate_key(&self, id: &str) -> Result<keys::IssuedKey, keys::KeyError> {
         self.keyring().rotate(id, self.clock().now())
+    }
+
+    /// Issues an OAuth access token for `account`, valid for `ttl` on the
+    /// data routes (spec section 5); the token is returned here only.
+    pub fn issue_token(
+        &self,
+        account: &str,
+        ttl: chrono::Duration,
+        shape: keys::TokenShape,
+    ) -> Result<keys::IssuedToken, keys::KeyError> {
+        self.keyring().issue_token(account, ttl, shape, self.clock().now())
     }
 
     /// Revokes key `id`; the data routes refuse it once the revoke delay has passed.

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use fdsync_core::clock::Clock;
-use fdsync_core::config::{ApiKey, Config};
+use fdsync_core::config::{Config, Credential};
 use fdsync_core::pipeline::{self, Pipeline};
 use fdsync_core::sink::SinkHandle;
 use fdsync_core::sync::{RunStatus, Syncer};
@@ -143,8 +143,8 @@ pub const UNIVERSE: &[&str] = &["AAPL", "MSFT", "0000789019", "TW:2330", "JP:720
 pub async fn syncer(config: Config, clock: &Clock) -> Syncer {
     // The configured key file when there is one, as `fdsync sync` would read it.
     let key = config
-        .api_key()
-        .unwrap_or_else(|_| ApiKey::parse(TEST_KEY, "test").unwrap());
+        .credential()
+        .unwrap_or_else(|_| Credential::parse(TEST_KEY, "test").unwrap());
     let client = Client::new(&config.upstream, Some(key), clock.clone()).unwrap();
     // With the `[warehouse]` options, as `fdsync sync` opens it.
     let sink = SinkHandle::open_configured(&config.warehouse, "test").await.unwrap();

@@ -162,8 +162,9 @@ impl Syncer {
     ) -> Result<Syncer, SyncError> {
         config.upstream.base_url = base_url.to_owned();
         config.upstream.api_key_file = None;
+        config.upstream.credential = crate::config::CredentialKind::ApiKey;
         config.warehouse.duckdb = warehouse.to_owned();
-        let key = crate::config::ApiKey::parse(key, "the emulator's key")?;
+        let key = crate::config::Credential::parse(key, "the emulator's key")?;
         let client =
             Client::new(&config.upstream, Some(key), clock.clone()).map_err(|e| SyncError::Other(e.to_string()))?;
         let sink = SinkHandle::open_configured(&config.warehouse, holder).await?;

@@ -11,10 +11,21 @@ use crate::wire::ErrorBody;
 /// Why a request did not produce a usable response.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
-    #[error(
-        "the service refused the API key (401 on {route}): {message}; check the key, or rotate it if it was revoked"
-    )]
-    Unauthenticated { route: String, message: String },
+    /// A 401, or an access token known to have expired, so not sent.
+    #[error("{}: {message}; {advice}", if *sent {
+        format!("the service refused the {credential} (401 on {route})")
+    } else {
+        format!("the {credential} was not sent to {route}")
+    })]
+    Unauthenticated {
+        route: String,
+        message: String,
+        /// "API key" or "OAuth access token".
+        credential: &'static str,
+        /// What to do, and for a token whether it had expired.
+        advice: String,
+        sent: bool,
+    },
     #[error("quota exhausted: the {window} window resets at {reset_at}; for a bigger plan contact {sales_email}")]
     QuotaExhausted {
         window: String,

@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 
 use crate::clock::Clock;
-use crate::config::{ApiKey, UpstreamConfig};
+use crate::config::{Credential, CredentialKind, UpstreamConfig};
 use crate::wire::ErrorBody;
 use error::is_quota_wall;
 pub use error::{BodyError, Refusal, TOO_LARGE, UpstreamError, refusal_text};
@@ -110,11 +110,13 @@ struct Inner {
     /// but a read timeout well past the 15-s pings, so a dead link is noticed.
     stream_http: reqwest::Client,
     base: String,
-    key: std::sync::RwLock<Option<ApiKey>>,
+    key: std::sync::RwLock<Option<Credential>>,
     /// Where the key came from, when a file: read again whenever it changes
     /// and on a 401, because a rotated Kubernetes Secret changes the file
     /// under a running process.
     key_file: Option<std::path::PathBuf>,
+    /// What the key file holds: an API key or an access token.
+    credential_kind: CredentialKind,
     /// The file's modification time and length when it was last read.
     key_file_read: Mutex<Option<(std::time::SystemTime, u64)>>,
     use_credits: bool,
@@ -166,7 +168,7 @@ impl From<reqwest::Error> for ClientBuildError {
 impl Client {
     /// # Errors
     /// When the HTTP client cannot be built (no TLS trust store, most often).
-    pub fn new(config: &UpstreamConfig, key: Option<ApiKey>, clock: Clock) -> Result<Client, ClientBuildError> {
+    pub fn new(config: &UpstreamConfig, key: Option<Credential>, clock: Clock) -> Result<Client, ClientBuildError> {
         let http = reqwest::Client::builder()
             .redirect(same_origin_redirects())
             .timeout(Duration::from_secs(config.timeout_secs))
@@ -188,7 +190,8 @@ impl Client {
                 stream_http,
                 base: config.base_url.trim_end_matches('/').to_owned(),
                 key: std::sync::RwLock::new(key),
-                key_file: config.api_key_file.clone(),
+                key_file: config.credential_file().map(std::path::Path::to_path_buf),
+                credential_kind: config.credential,
                 key_file_read: Mutex::new(None),
                 use_credits: config.use_credits,
                 budget: std::sync::atomic::AtomicU64::new(u64::MAX),
@@ -251,7 +254,7 @@ impl Client {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map(ApiKey::fingerprint)
+            .map(Credential::fingerprint)
     }
 
     /// Sends no request from now on, and abandons those in flight (each
@@ -559,6 +562,12 @@ impl Client {
             Access::Key => &inner.pacer,
             Access::Public => &inner.public_pacer,
         };
+        if access == Access::Key {
+            self.refresh_key();
+            if let Some(expired) = self.expired_token(route) {
+                return Err(expired);
+            }
+        }
         pacer.acquire().await;
         // The run's budget first: a request it refuses must not hold a quota reservation.
         if let Err(spent) = self.spend() {
@@ -578,17 +587,15 @@ impl Client {
             return Err(exhausted);
         }
         let mut request = http.get(format!("{}{}", inner.base, route));
-        if access == Access::Key {
-            self.refresh_key();
-        }
         if access == Access::Key
             && let Some(key) = inner.key.read().unwrap_or_else(|e| e.into_inner()).as_ref()
         {
+            let (name, value) = key.header();
             // Marked sensitive: kept out of reqwest's own debug output.
             let mut value =
-                reqwest::header::HeaderValue::from_str(key.expose()).expect("a parsed key is a valid header value");
+                reqwest::header::HeaderValue::from_str(&value).expect("a parsed credential is a valid header value");
             value.set_sensitive(true);
-            request = request.header("X-API-KEY", value);
+            request = request.header(name, value);
         }
         inner.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Prepared {
@@ -692,10 +699,7 @@ impl Client {
         error.error = service_text(error.error.as_bytes());
         let message = error.error.clone();
         match status {
-            StatusCode::UNAUTHORIZED => Err(UpstreamError::Unauthenticated {
-                route: route.to_owned(),
-                message,
-            }),
+            StatusCode::UNAUTHORIZED => Err(self.refused(route, message)),
             StatusCode::TOO_MANY_REQUESTS
                 if is_quota_wall(error.code.as_deref(), record.quota_remaining, retry_after) =>
             {
