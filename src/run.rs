@@ -216,8 +216,24 @@ pub async fn daemon(
 pub async fn stream(config: Config, pipeline: String) -> Result<()> {
     config.credential().map_err(SyncError::from)?;
     let pipelines = load_pipelines(&config, vec![pipeline])?;
+    let lake = open_lake(&config)?;
     let syncer = connect(config, "fdsync stream").await?;
-    let result = syncer.run_stream(&pipelines[0], &shutdown_on_signal(), false).await;
+    let shutdown = shutdown_on_signal();
+    // The lake is published on an interval while frames commit, and once
+    // after the stream stops with what it left.
+    let streamed = tokio_util::sync::CancellationToken::new();
+    let streaming = async {
+        let result = syncer.run_stream(&pipelines[0], &shutdown, false).await;
+        streamed.cancel();
+        result
+    };
+    let publishing = async {
+        if let Some(lake) = &lake {
+            let turn = tokio::sync::Mutex::new(());
+            let _ = fdsync_core::daemon::publish_while_streaming(&syncer, lake, &turn, &streamed).await;
+        }
+    };
+    let (result, ()) = tokio::join!(streaming, publishing);
     syncer.sink.close().await;
     let report = result?;
     println!(

@@ -142,6 +142,188 @@ async fn the_stream_delivers_every_item_once_across_server_closes_and_a_dropped_
     assert_eq!(run, ["ok"], "the stream session is in the run log");
 }
 
+/// An emulator whose news stream closes every 300 ms of wall time.
+fn streaming_emulator() -> fdsync_emulator::EmulatorConfig {
+    let mut config = emulator_config(&frozen_clock(), PlanLimits::build());
+    config.stream = StreamTiming {
+        ping: Duration::from_millis(40),
+        close_after: Duration::from_millis(300),
+        poll: Duration::from_millis(5),
+    };
+    config
+}
+
+/// Waits until the news stream's committed cursor is the newest item served.
+async fn stream_caught_up(h: &Harness) {
+    let world = h.emulator.emulator.world().clone();
+    wait_for("the stream to catch up", Duration::from_secs(30), || async {
+        let head = news::id(news::CADENCE.count_at(world.seed, h.clock.now()) - 1);
+        let committed = h
+            .strings("SELECT cursor FROM _sync_checkpoints WHERE pipeline = 'news' AND \"partition\" = 'stream'")
+            .await;
+        committed.first().is_some_and(|c| c.contains(&format!("\"{head}\"")))
+    })
+    .await;
+}
+
+/// A daemon whose only activity is the live stream (news polled once
+/// before, its schedule not firing again): the lake is published while
+/// frames commit, at most every `stream_publish_secs`, and once at the
+/// stop, so it ends holding exactly the warehouse's items.
+#[tokio::test]
+async fn a_daemon_with_only_the_stream_publishes_the_lake() {
+    use fdsync_core::lake::Lake;
+
+    let mut h = Harness::with_emulator(streaming_emulator(), &["MSFT"]).await;
+    let lake_dir = h._tempdir.path().join("lake");
+    h.restart(|c| {
+        c.warehouse.parquet_dir = Some(lake_dir.display().to_string());
+        c.daemon.stream_publish_secs = 30 * 60;
+    })
+    .await;
+    let mut pipelines = h.only(&["news"]);
+    pipelines[0].params.backfill_days = Some(1);
+    let (_, result) = h.syncer.run_once(&pipelines).await;
+    result.unwrap();
+    let polled = h.int("SELECT count(*) FROM news_items").await;
+    pipelines[0].auto = false;
+    // A date that never comes: the daemon would sleep its simulated clock to a firing.
+    pipelines[0].schedule = fdsync_core::pipeline::parse_schedule("0 0 30 2 *").unwrap();
+
+    let config = h.syncer.config.clone();
+    h.syncer.sink.close().await;
+    let syncer = std::sync::Arc::new(crate::util::syncer(config.clone(), &h.clock).await);
+    // The test reads through the daemon's writer: one writer per file.
+    h.syncer.sink = syncer.sink.clone();
+    let daemon = fdsync_core::daemon::Daemon {
+        syncer,
+        pipelines,
+        stream: fdsync_core::config::StreamMode::On,
+        metrics_addr: None,
+        stale_after: None,
+        lake: Lake::configured(&config.warehouse).unwrap().map(std::sync::Arc::new),
+    };
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(daemon.run(shutdown.clone()));
+    wait_for("the stream to connect", Duration::from_secs(20), || async {
+        h.emulator.emulator.stats().requests > 0
+    })
+    .await;
+    let sim = h.clock.as_sim().unwrap().clone();
+    let versions = || {
+        std::fs::read_dir(lake_dir.join("news_items/_delta_log"))
+            .map(|dir| {
+                dir.filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    // Each step passes the interval: the commit that follows it publishes.
+    for step in 1..=3 {
+        sim.advance(Duration::from_secs(40 * 60));
+        stream_caught_up(&h).await;
+        wait_for("a publish while streaming", Duration::from_secs(60), || async {
+            versions() >= step
+        })
+        .await;
+    }
+    sim.advance(Duration::from_secs(10 * 60));
+    stream_caught_up(&h).await;
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .expect("the daemon stops on request")
+        .unwrap()
+        .expect("a clean stop");
+
+    h.syncer = crate::util::syncer(config.clone(), &h.clock).await;
+    let stored = h.strings("SELECT id FROM news_items ORDER BY id").await;
+    assert!(stored.len() as i64 > polled, "the stream added items");
+    let runs = h.strings("SELECT pipeline FROM _sync_runs ORDER BY started_at").await;
+    let scheduled = runs.iter().filter(|p| *p == "news").count() - 1;
+    let lake = Lake::configured(&config.warehouse).unwrap().unwrap();
+    let table = &fdsync_core::feeds::news::NEWS_ITEMS;
+    let delta = fdsync_core::lake::delta::open_existing(lake.root(), table)
+        .await
+        .unwrap()
+        .expect("news_items published");
+    let files: Vec<String> = fdsync_core::lake::delta::live_files(&delta, table)
+        .unwrap()
+        .into_iter()
+        .map(|f| format!("'{}'", lake_dir.join("news_items").join(&f.path).display()))
+        .collect();
+    let in_lake = h
+        .strings(&format!(
+            "SELECT id FROM read_parquet([{}], hive_partitioning = false) ORDER BY id",
+            files.join(", ")
+        ))
+        .await;
+    assert_eq!(in_lake, stored, "the lake holds the warehouse's items");
+    assert_eq!(scheduled, 0, "{runs:?}");
+    assert_eq!(
+        versions(),
+        4,
+        "three publishes on the interval, and the stop's with the last ten minutes"
+    );
+}
+
+/// A stream whose frames hold their items newest first does not follow on
+/// from its cursor, as the poll's forward pages must: no such frame is
+/// stored, the session is `partial`, and once the service sends them
+/// oldest first the stream catches up with nothing lost.
+#[tokio::test]
+async fn a_stream_frame_that_does_not_follow_on_is_not_stored_and_nothing_is_lost() {
+    let h = Harness::with_emulator(streaming_emulator(), &["MSFT"]).await;
+    let mut pipeline = h.only(&["news"]).remove(0);
+    pipeline.params.backfill_days = Some(1);
+    // Polled first: the stream goes on from the poll's cursor.
+    let (_, result) = h.syncer.run_once(std::slice::from_ref(&pipeline)).await;
+    result.unwrap();
+    let polled = h.int("SELECT count(*) FROM news_items").await;
+    let world = h.emulator.emulator.world().clone();
+    let first = news::CADENCE.count_at(world.seed, h.clock.now());
+    h.emulator
+        .emulator
+        .set_quirks(fdsync_emulator::Quirks::parse("after_newest_first").unwrap());
+    let shutdown = CancellationToken::new();
+    let stream = h.syncer.run_stream(&pipeline, &shutdown, false);
+    let drive = async {
+        wait_for("the stream to connect", Duration::from_secs(20), || async {
+            h.emulator.emulator.stats().requests > 0
+        })
+        .await;
+        h.clock.as_sim().unwrap().advance(Duration::from_secs(30 * 60));
+        // Refused frames: the stream connects again and again.
+        wait_for(
+            "the stream to refuse frames and reconnect",
+            Duration::from_secs(30),
+            || async { h.emulator.emulator.stats().requests >= 3 },
+        )
+        .await;
+        let refused_stored = h.int("SELECT count(*) FROM news_items").await;
+        h.emulator.emulator.set_quirks(fdsync_emulator::Quirks::default());
+        stream_caught_up(&h).await;
+        shutdown.cancel();
+        refused_stored
+    };
+    let (report, refused_stored) = tokio::join!(stream, drive);
+    report.unwrap();
+    assert_eq!(refused_stored, polled, "no newest-first frame stored");
+    let count = news::CADENCE.count_at(world.seed, h.clock.now());
+    let ids = h.strings("SELECT id FROM news_items ORDER BY id").await;
+    let expected: Vec<String> = (first..count).map(news::id).collect();
+    assert!(
+        expected.iter().all(|id| ids.contains(id)),
+        "every item since the stream started: {} of {}",
+        ids.len(),
+        expected.len()
+    );
+    let run = h
+        .strings("SELECT status FROM _sync_runs WHERE pipeline = 'news:stream'")
+        .await;
+    assert_eq!(run, ["partial"], "the refused frames are in the run log");
+}
+
 /// A config file and a pipelines folder whose news backfill is `days` long.
 fn write_config(dir: &Path, base_url: &str, backfill_days: u32) -> PathBuf {
     let text = config_text(base_url, &dir.join("wh.duckdb"), &["MSFT"]);

@@ -239,6 +239,15 @@ pub struct DaemonConfig {
     /// first, to find and repair what the service changed (`fdsync verify`); 0: none.
     #[serde(default = "default_verify_requests")]
     pub verify_requests: u64,
+    /// While the live stream commits between scheduled runs (which publish
+    /// after each run), the lake is published at most this often, in
+    /// seconds, and once at a stop. `fdsync stream` does the same.
+    #[serde(default = "default_stream_publish_secs")]
+    pub stream_publish_secs: u64,
+}
+
+fn default_stream_publish_secs() -> u64 {
+    300
 }
 
 fn default_stale_after() -> u64 {
@@ -259,6 +268,7 @@ impl Default for DaemonConfig {
             stream: StreamMode::Auto,
             stale_after_secs: default_stale_after(),
             verify_requests: default_verify_requests(),
+            stream_publish_secs: default_stream_publish_secs(),
         }
     }
 }

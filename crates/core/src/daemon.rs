@@ -29,7 +29,8 @@ pub struct Daemon {
     pub metrics_addr: Option<SocketAddr>,
     /// `/healthz` is unhealthy after this long without a commit (`None`: never).
     pub stale_after: Option<std::time::Duration>,
-    /// Published after every run (the stream's rows with the next run's).
+    /// Published after every run, and while the stream commits between runs
+    /// ([`publish_while_streaming`]).
     pub lake: Option<Arc<crate::lake::Lake>>,
 }
 
@@ -83,6 +84,7 @@ impl Daemon {
             {
                 let (syncer, every, mut runs) = (self.syncer.clone(), every.clone(), runs.clone());
                 let (shutdown, mode) = (shutdown.clone(), self.stream);
+                let (lake, turn) = (self.lake.clone(), turn.clone());
                 tasks.spawn(async move {
                     if mode == crate::config::StreamMode::Auto
                         && !stream_carried(&syncer, &every, &pipeline, &mut runs, &shutdown).await?
@@ -94,7 +96,21 @@ impl Daemon {
                         86_400.0 / crate::planner::cost::STREAM_CONNECTION_SECS,
                     );
                     tracing::info!(message = "Live stream started.", pipeline = %pipeline.name);
-                    match syncer.run_stream(&pipeline, &shutdown, false).await {
+                    // The publisher stops when the stream does, publishing what it left.
+                    let streamed = CancellationToken::new();
+                    let streaming = async {
+                        let result = syncer.run_stream(&pipeline, &shutdown, false).await;
+                        streamed.cancel();
+                        result
+                    };
+                    let publishing = async {
+                        match &lake {
+                            Some(lake) => publish_while_streaming(&syncer, lake, &turn, &streamed).await,
+                            None => Ok(()),
+                        }
+                    };
+                    let (result, _) = tokio::join!(streaming, publishing);
+                    match result {
                         Ok(_) => Ok(()),
                         // What stops every run stops the daemon too.
                         Err(e @ (SyncError::Sink(_) | SyncError::Unauthenticated(_) | SyncError::Misdirected(_))) => {
@@ -344,6 +360,51 @@ async fn stream_carried(
             () = shutdown.cancelled() => return Ok(false),
         }
     }
+}
+
+/// Publishes the lake while the live stream commits between scheduled runs
+/// (which publish after each run): after a commit once
+/// `[daemon] stream_publish_secs` have passed since the last publish, by
+/// the syncer's clock, and once more at the stop if anything was committed
+/// since. It wakes on commits, never on a timer, so it moves no simulated
+/// clock. It takes `turn`, so a publish never overlaps a scheduled run.
+///
+/// # Errors
+/// None: a publish that fails is logged, and the next one resumes it.
+pub async fn publish_while_streaming(
+    syncer: &Syncer,
+    lake: &crate::lake::Lake,
+    turn: &tokio::sync::Mutex<()>,
+    stop: &CancellationToken,
+) -> Result<(), SyncError> {
+    let every = chrono::Duration::seconds(i64::try_from(syncer.config.daemon.stream_publish_secs).unwrap_or(i64::MAX));
+    let mut commits = syncer.sink.commits();
+    // The last commit a publish has read: what was committed before this
+    // started is published by the run that committed it.
+    let mut published = *commits.borrow_and_update();
+    let mut published_at = syncer.clock.now();
+    let publish = || async {
+        let _turn = turn.lock().await;
+        if let Err(e) = lake.publish(&syncer.sink).await {
+            tracing::warn!(message = "Lake publish did not finish; the next publish resumes.", error = %e);
+        }
+    };
+    loop {
+        tokio::select! {
+            changed = commits.changed() => if changed.is_err() { break },
+            () = stop.cancelled() => break,
+        }
+        if syncer.clock.now() - published_at >= every {
+            let through = *commits.borrow_and_update();
+            publish().await;
+            (published, published_at) = (through, syncer.clock.now());
+        }
+    }
+    // Whatever committed since, a commit during the last publish included.
+    if *commits.borrow() != published {
+        publish().await;
+    }
+    Ok(())
 }
 
 /// One pipeline's loop: wait for its next firing, wait for its turn, run,

@@ -77,6 +77,7 @@ pub struct Quirks {
     pub unpadded_ciks: bool,
     /// A news `after=` page holds the newest `limit` items after the cursor,
     /// newest first, and says no more remain: what skips the items between.
+    /// A live-stream frame holds its items newest first.
     pub after_newest_first: bool,
     /// Each 8-K item text is served empty the first time it is asked for.
     pub empty_texts: bool,

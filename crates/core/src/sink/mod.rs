@@ -188,8 +188,9 @@ pub struct SinkHandle {
     jobs: mpsc::Sender<Message>,
     /// False once the writer thread has ended.
     alive: Arc<AtomicBool>,
-    /// When a commit last succeeded through this handle or its clones.
-    last_commit: Arc<std::sync::Mutex<Option<Instant>>>,
+    /// When a commit last succeeded through this handle or its clones;
+    /// watched by whoever acts on commits (the lake's publish while streaming).
+    last_commit: Arc<tokio::sync::watch::Sender<Option<Instant>>>,
 }
 
 /// Commits queued on the writer one behind another ([`SinkHandle::queue_commit`]):
@@ -205,7 +206,7 @@ pub struct CommitChain {
 #[derive(Debug)]
 pub struct QueuedCommit {
     landed: tokio::sync::oneshot::Receiver<Result<CommitStats, SinkError>>,
-    last_commit: Arc<std::sync::Mutex<Option<Instant>>>,
+    last_commit: Arc<tokio::sync::watch::Sender<Option<Instant>>>,
 }
 
 impl std::future::Future for QueuedCommit {
@@ -215,7 +216,7 @@ impl std::future::Future for QueuedCommit {
         let landed = std::task::ready!(std::pin::Pin::new(&mut self.landed).poll(cx));
         let result = landed.unwrap_or(Err(SinkError::Closed));
         if let Ok(stats) = &result {
-            *self.last_commit.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            self.last_commit.send_replace(Some(Instant::now()));
             crate::metrics::rows_written(stats.rows_written, &stats.per_table);
         }
         std::task::Poll::Ready(result)
@@ -290,7 +291,7 @@ impl SinkHandle {
         Ok(SinkHandle {
             jobs,
             alive,
-            last_commit: Arc::default(),
+            last_commit: Arc::new(tokio::sync::watch::Sender::new(None)),
         })
     }
 
@@ -302,10 +303,13 @@ impl SinkHandle {
 
     /// How long ago a commit last succeeded through this handle, if one did.
     pub fn since_last_commit(&self) -> Option<Duration> {
-        self.last_commit
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .map(|at| at.elapsed())
+        self.last_commit.borrow().map(|at| at.elapsed())
+    }
+
+    /// When a commit last succeeded, if one did: a receiver that wakes on
+    /// each commit.
+    pub fn commits(&self) -> tokio::sync::watch::Receiver<Option<Instant>> {
+        self.last_commit.subscribe()
     }
 
     /// Runs `f` on the writer thread and returns its result.

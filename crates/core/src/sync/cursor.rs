@@ -459,7 +459,7 @@ impl Syncer {
 /// than the one before (the first newer than `after`), and its `latestId`
 /// the newest of them. Ids sort in arrival order (the wire contract); a
 /// longer id is the later one, for a service whose ids are not fixed-width.
-fn follows_on(after: &str, head: &TapeHead) -> Result<(), String> {
+pub(super) fn follows_on(after: &str, head: &TapeHead) -> Result<(), String> {
     let later = |a: &str, b: &str| a.len().cmp(&b.len()).then_with(|| a.cmp(b)) == std::cmp::Ordering::Greater;
     let mut previous = after;
     for id in &head.new_ids {

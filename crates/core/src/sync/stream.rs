@@ -113,7 +113,7 @@ impl Syncer {
         let outcome = PipelineOutcome {
             pipeline: format!("{}:{STREAM_PARTITION}", pipeline.name),
             status: match &result {
-                Ok(()) if progress.quarantined == 0 => RunStatus::Ok,
+                Ok(()) if progress.quarantined == 0 && progress.problems.is_empty() => RunStatus::Ok,
                 Ok(()) => RunStatus::Partial,
                 Err(_) => RunStatus::Failed,
             },
@@ -338,10 +338,28 @@ impl Syncer {
         let mut taken = 0;
         let mut bad = None;
         for data in frames {
-            let page = (tape.head)(data.as_bytes(), false)
-                .and_then(|head| Ok((head, (tape.read)(&mut rows, data.as_bytes(), None)?)));
-            let (head, arrivals) = match page {
-                Ok(page) => page,
+            let head = match (tape.head)(data.as_bytes(), true) {
+                Ok(head) => head,
+                Err(e) => {
+                    bad = Some(format!("a frame did not parse: {e}"));
+                    break;
+                }
+            };
+            // As the poll holds a forward page: a frame that skips or
+            // repeats items could lose those between, so it and what
+            // follows are not stored, and the next connection asks again.
+            // Every frame is a forward page, the first too: oldest first.
+            let after = cursor.after.as_deref().unwrap_or_default();
+            if let Err(why) = super::cursor::follows_on(after, &head) {
+                let why = format!("{route}: a frame does not follow on from after={after}: {why}");
+                if !progress.problems.contains(&why) {
+                    progress.problems.push(why.clone());
+                }
+                bad = Some(why);
+                break;
+            }
+            let arrivals = match (tape.read)(&mut rows, data.as_bytes(), None) {
+                Ok(arrivals) => arrivals,
                 Err(e) => {
                     bad = Some(format!("a frame did not parse: {e}"));
                     break;

@@ -296,7 +296,17 @@ async fn news_stream(State(state): State<Arc<AppState>>, Query(query): Query<Has
             let next_since = page.server_time.clone();
             if !page.items.is_empty() {
                 let shapes = *state.shapes.lock().unwrap_or_else(|e| e.into_inner());
-                let body = super::shapes::render(&serde_json::to_value(&page).expect("a feed page serializes"), shapes);
+                let mut page = serde_json::to_value(&page).expect("a feed page serializes");
+                if state
+                    .quirks
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .after_newest_first
+                    && let Some(items) = page.get_mut("items").and_then(serde_json::Value::as_array_mut)
+                {
+                    items.reverse();
+                }
+                let body = super::shapes::render(&page, shapes);
                 let event = Event::default().event("items").data(body);
                 return Some((Ok(event), (state, next_latest, next_since, query, cuts)));
             }
