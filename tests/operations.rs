@@ -29,14 +29,7 @@ async fn wait_for<F: std::future::Future<Output = bool>>(what: &str, limit: Dura
 /// arrives, in its last version, delivered once as new; every rewrite once.
 #[tokio::test]
 async fn the_stream_delivers_every_item_once_across_server_closes_and_a_dropped_link() {
-    let clock = frozen_clock();
-    let mut config = emulator_config(&clock, PlanLimits::build());
-    config.stream = StreamTiming {
-        ping: Duration::from_millis(40),
-        close_after: Duration::from_millis(300),
-        poll: Duration::from_millis(5),
-    };
-    let h = Harness::with_emulator(config, &["MSFT"]).await;
+    let h = Harness::with_emulator(streaming_emulator(), &["MSFT"]).await;
     let pipeline = h.only(&["news"]).remove(0);
     let world = h.emulator.emulator.world().clone();
     let sim = h.clock.as_sim().unwrap().clone();
@@ -47,10 +40,7 @@ async fn the_stream_delivers_every_item_once_across_server_closes_and_a_dropped_
     let stream = h.syncer.run_stream(&pipeline, &shutdown, false);
     let drive = async {
         // Connected first: a stream with no cursor starts at the head.
-        wait_for("the stream to connect", Duration::from_secs(20), || async {
-            h.emulator.emulator.stats().requests > 0
-        })
-        .await;
+        stream_connected(&h).await;
         let mut dropped = 0;
         for step in 0..12 {
             sim.advance(Duration::from_secs(20 * 60));
@@ -74,17 +64,7 @@ async fn the_stream_delivers_every_item_once_across_server_closes_and_a_dropped_
                 )
                 .await;
             }
-            // Caught up: the committed cursor is the newest item served.
-            wait_for("the stream to catch up", Duration::from_secs(30), || async {
-                let head = news::id(news::CADENCE.count_at(world.seed, h.clock.now()) - 1);
-                let committed = h
-                    .strings(
-                        "SELECT cursor FROM _sync_checkpoints WHERE pipeline = 'news' AND \"partition\" = 'stream'",
-                    )
-                    .await;
-                committed.first().is_some_and(|c| c.contains(&format!("\"{head}\"")))
-            })
-            .await;
+            stream_caught_up(&h).await;
         }
         shutdown.cancel();
         dropped
@@ -153,6 +133,14 @@ fn streaming_emulator() -> fdsync_emulator::EmulatorConfig {
     config
 }
 
+/// Waits until the stream has connected (its first request).
+async fn stream_connected(h: &Harness) {
+    wait_for("the stream to connect", Duration::from_secs(20), || async {
+        h.emulator.emulator.stats().requests > 0
+    })
+    .await;
+}
+
 /// Waits until the news stream's committed cursor is the newest item served.
 async fn stream_caught_up(h: &Harness) {
     let world = h.emulator.emulator.world().clone();
@@ -205,10 +193,7 @@ async fn a_daemon_with_only_the_stream_publishes_the_lake() {
     };
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(daemon.run(shutdown.clone()));
-    wait_for("the stream to connect", Duration::from_secs(20), || async {
-        h.emulator.emulator.stats().requests > 0
-    })
-    .await;
+    stream_connected(&h).await;
     let sim = h.clock.as_sim().unwrap().clone();
     let versions = || {
         std::fs::read_dir(lake_dir.join("news_items/_delta_log"))
@@ -288,10 +273,7 @@ async fn a_stream_frame_that_does_not_follow_on_is_not_stored_and_nothing_is_los
     let shutdown = CancellationToken::new();
     let stream = h.syncer.run_stream(&pipeline, &shutdown, false);
     let drive = async {
-        wait_for("the stream to connect", Duration::from_secs(20), || async {
-            h.emulator.emulator.stats().requests > 0
-        })
-        .await;
+        stream_connected(&h).await;
         h.clock.as_sim().unwrap().advance(Duration::from_secs(30 * 60));
         // Refused frames: the stream connects again and again.
         wait_for(
