@@ -228,7 +228,8 @@ fn trim_horizons(pipelines: &mut [pipeline::Pipeline]) {
             | Fetch::Universe(_)
             | Fetch::PerCountry(_)
             | Fetch::CompanyIndex(_)
-            | Fetch::Layers(_) => (None, None),
+            | Fetch::Layers(_)
+            | Fetch::Details(_) => (None, None),
         };
         p.params.backfill_days = backfill.or(p.params.backfill_days);
         p.params.text_days = text.or(p.params.text_days);

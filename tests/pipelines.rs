@@ -688,3 +688,98 @@ async fn the_wire_is_read_whole_in_near_the_fewest_pages_whatever_its_density() 
         }
     }
 }
+
+/// Full-text items a tape stored without a body get it from the item route,
+/// the most important first, within the day's budget, with the rest of
+/// their storylines; while the tapes carry bodies, no item is asked.
+/// Ground truth: news_bodies.
+#[tokio::test]
+async fn full_text_items_without_a_body_get_it_from_the_item_route_within_the_budget() {
+    let h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
+    let mut news_tape = h.only(&["news"]);
+    news_tape[0].params.backfill_days = Some(1);
+    let mut bodies = h.only(&["news_bodies"]);
+    bodies[0].params.daily_requests = Some(10);
+    let item_requests = |h: &Harness| {
+        h.emulator
+            .emulator
+            .served()
+            .iter()
+            .filter(|s| s.target.starts_with("/api/v1/news/items/"))
+            .map(|s| s.target.trim_start_matches("/api/v1/news/items/").to_owned())
+            .collect::<Vec<String>>()
+    };
+    let lacking = "SELECT count(*) FROM news_items WHERE licence_class = 'full_text' AND body IS NULL";
+    h.emulator.emulator.record_served();
+    run_ok(&h, &news_tape).await;
+    run_ok(&h, &bodies).await;
+    assert!(
+        h.int("SELECT count(*) FROM news_items WHERE licence_class = 'full_text'")
+            .await
+            > 0,
+        "the scenario has full-text items"
+    );
+    assert_eq!(h.int(lacking).await, 0);
+    assert_eq!(
+        item_requests(&h),
+        Vec::<String>::new(),
+        "bodies on the tape cost nothing"
+    );
+
+    // The service now serves bodies on the item route only.
+    h.emulator
+        .emulator
+        .set_quirks(fdsync_emulator::Quirks::parse("bodies_by_item").unwrap());
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(12 * 3600));
+    run_ok(&h, &news_tape).await;
+    let before = h.int(lacking).await;
+    assert!(before > 10, "more lack a body than a day's budget: {before}");
+    run_ok(&h, &bodies).await;
+    let asked = item_requests(&h);
+    assert_eq!(asked.len(), 10, "the day's budget: {asked:?}");
+    let after = h.int(lacking).await;
+    assert!(after <= before - 10, "{before} lacking, then {after}");
+    // The most important first.
+    let least_asked = h
+        .int(&format!(
+            "SELECT min(importance) FROM news_items WHERE id IN ({})",
+            asked.iter().map(|id| format!("'{id}'")).collect::<Vec<_>>().join(", ")
+        ))
+        .await;
+    let most_left = h
+        .int("SELECT coalesce(max(importance), 0) FROM news_items WHERE licence_class = 'full_text' AND body IS NULL")
+        .await;
+    assert!(
+        least_asked >= most_left,
+        "asked down to {least_asked}, left up to {most_left}"
+    );
+    // Each body as the service has it, and each storyline member named.
+    let world = h.emulator.emulator.world().clone();
+    let now = h.clock.now();
+    for id in &asked {
+        let truth = news::item(&world, news::parse_id(id).unwrap(), now).unwrap();
+        let stored = h
+            .strings(&format!("SELECT body FROM news_items WHERE id = '{id}'"))
+            .await;
+        assert_eq!(stored, [truth.body.body.clone().unwrap()], "{id}");
+        let member = h
+            .int(&format!(
+                "SELECT count(*) FROM news_storylines WHERE news_id = '{id}' AND storyline_id = '{}'",
+                truth.body.storyline_id
+            ))
+            .await;
+        assert_eq!(member, 1, "{id} in its storyline");
+    }
+    assert!(
+        h.int("SELECT count(*) FROM news_storylines").await > 10,
+        "the rest of each storyline too"
+    );
+    h.assert_unique("news_storylines", "storyline_id, news_id").await;
+
+    // The same day: the budget is spent. The next: ten more.
+    run_ok(&h, &bodies).await;
+    assert_eq!(item_requests(&h).len(), 10);
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(24 * 3600));
+    run_ok(&h, &bodies).await;
+    assert_eq!(item_requests(&h).len(), 20);
+}

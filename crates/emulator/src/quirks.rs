@@ -58,6 +58,7 @@ pub const QUIRK_NAMES: &[&str] = &[
     "local_midnight_bars",
     "ignored_lookback",
     "withdrawn_country",
+    "bodies_by_item",
 ];
 
 /// The name a renamed list is served under.
@@ -136,6 +137,9 @@ pub struct Quirks {
     pub ignored_lookback: bool,
     /// The first country count of a geo answer left out: a count withdrawn.
     pub withdrawn_country: bool,
+    /// The news feeds, search, top stories and stream frames carry no
+    /// `body`: a full-text item's body is served by `/news/items/{id}` only.
+    pub bodies_by_item: bool,
 }
 
 /// The news filters that take several values.
@@ -247,13 +251,15 @@ impl Quirks {
                 None if part == "local_midnight_bars" => q.local_midnight_bars = true,
                 None if part == "ignored_lookback" => q.ignored_lookback = true,
                 None if part == "withdrawn_country" => q.withdrawn_country = true,
+                None if part == "bodies_by_item" => q.bodies_by_item = true,
                 _ => {
                     return Err(format!(
                         "{part:?}: use page_cap=N, rename=FAMILIES, null=FAMILIES, unpadded_ciks, after_newest_first, \
                          empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at, redated, \
                          unserved=FAMILIES@COMPANY[:STATUS], refuse=FAMILY:STATUS, rename_inner=FAMILIES, ignore_sort, \
                          no_total, offset_cap=OFFSET, repeated_filters, json_texts, no_server_time, exclusive_dates, \
-                         retyped_dividend, withdrawn_month, split=YYYY-MM-DD, local_midnight_bars, ignored_lookback or withdrawn_country"
+                         retyped_dividend, withdrawn_month, split=YYYY-MM-DD, local_midnight_bars, ignored_lookback, withdrawn_country \
+                         or bodies_by_item"
                     ));
                 }
             }
@@ -548,6 +554,9 @@ fn rewrite_body(
             months.remove(i);
         }
     }
+    if q.bodies_by_item && matches!(family, Some("news" | "top")) {
+        without_bodies(body);
+    }
     if q.withdrawn_country
         && family == Some("geo")
         && let Some(counts) = body.get_mut("countries").and_then(Value::as_array_mut)
@@ -592,6 +601,20 @@ fn rewrite_body(
     }
     if q.unpadded_ciks || q.offsetless_timestamps || q.frozen_updated_at || q.redated {
         walk(body, None, q);
+    }
+}
+
+/// A news page's items without their `body` (`bodies_by_item`).
+pub(super) fn without_bodies(page: &mut Value) {
+    for item in page
+        .get_mut("items")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(item) = item.as_object_mut() {
+            item.remove("body");
+        }
     }
 }
 

@@ -341,6 +341,8 @@ fn floors(
             (pages.max(1), again.max(1))
         }
         Fetch::ParentTexts(texts) => (s.row_count(texts.texts.table.name)?.max(0) as u64, 0),
+        // The emulator's tapes carry every body: no item lacks one.
+        Fetch::Details(_) => (0, 0),
         Fetch::DocumentsAndSections(parts) => (
             companies + s.row_count(parts.parts.table.name)?.max(0) as u64,
             companies,

@@ -67,6 +67,9 @@ pub enum Fetch {
     DocumentsAndSections(DocumentParts),
     /// A list of layers, then counts for the configured ones.
     Layers(Layers),
+    /// Rows of a table lacking what a per-record route serves, each asked
+    /// by its key, most important first, within a daily budget.
+    Details(Details),
 }
 
 /// How an engine's backfill goes.
@@ -90,6 +93,7 @@ impl Fetch {
             | Fetch::CompanyIndex(_)
             | Fetch::DocumentsAndSections(_) => &["{company}"],
             Fetch::ParentTexts(_) => &["{company}", "{accession}"],
+            Fetch::Details(_) => &["{id}"],
             Fetch::PerCountry(_) => &["{country}"],
             Fetch::Layers(_) => &["{layers}"],
             Fetch::Single(_) | Fetch::Cursor(_) | Fetch::OffsetWindows(_) => &[],
@@ -107,7 +111,8 @@ impl Fetch {
             | Fetch::Universe(_)
             | Fetch::PerCountry(_)
             | Fetch::CompanyIndex(_)
-            | Fetch::Layers(_) => None,
+            | Fetch::Layers(_)
+            | Fetch::Details(_) => None,
         }
     }
 
@@ -116,7 +121,7 @@ impl Fetch {
     /// to one history at least.
     pub fn least_requests(&self, companies: u64, countries: u64) -> u64 {
         match self {
-            Fetch::ParentTexts(_) => 0,
+            Fetch::ParentTexts(_) | Fetch::Details(_) => 0,
             Fetch::Universe(_)
             | Fetch::PerCompany(_)
             | Fetch::CompanyCursor(_)
@@ -141,7 +146,8 @@ impl Fetch {
             | Fetch::Cursor(_)
             | Fetch::OffsetWindows(_)
             | Fetch::ParentTexts(_)
-            | Fetch::Layers(_) => false,
+            | Fetch::Layers(_)
+            | Fetch::Details(_) => false,
         }
     }
 }
@@ -342,6 +348,24 @@ pub struct ParentTexts {
     pub part_query: &'static str,
     /// One part's text (UTF-8, as served) as rows.
     pub read: fn(&mut Rows, text: &str, company_key: &str, id: &str, part: &str),
+}
+
+/// Requests a UTC day of a [`Details`] pipeline that sets no
+/// `daily_requests`: a tenth of the Free plan's 250.
+pub const DEFAULT_DAILY_REQUESTS: u32 = 25;
+
+/// [`Fetch::Details`]: the route holds `{id}`, the key of a row of `table`.
+pub struct Details {
+    /// The table whose rows lack what the route serves; its key's one column is `{id}`.
+    pub table: &'static TableDef,
+    /// SQL on the table's columns: a row that still lacks it.
+    pub lacking: &'static str,
+    /// SQL order: the rows asked first.
+    pub first: &'static str,
+    /// The column dating a row's arrival, for the forecast of a day's rows.
+    pub arrived: &'static str,
+    /// One record's response as rows: whether it served what the row lacked.
+    pub read: fn(&mut Rows, body: &[u8], id: &str) -> Result<bool, BodyError>,
 }
 
 /// [`Fetch::DocumentsAndSections`]: the part route (`params.section_route`)

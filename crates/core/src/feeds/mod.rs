@@ -45,6 +45,7 @@ pub static FEEDS: &[&Feed] = &[
     &news::COMPANY,
     &news::SOURCES,
     &news::TOPICS,
+    &news::BODIES,
     &prices::FEED,
     &regulation::FEED,
 ];
@@ -107,6 +108,8 @@ pub struct Params {
     pub recheck_days: Option<u32>,
     /// news: the live stream (SSE) that `fdsync stream` and the daemon keep connected.
     pub stream_route: Option<String>,
+    /// news_bodies: the most requests a UTC day (default 25).
+    pub daily_requests: Option<u32>,
 }
 
 impl Params {
@@ -130,6 +133,7 @@ impl Params {
             layers_route,
             recheck_days,
             stream_route,
+            daily_requests,
         } = self;
         [
             ("first_range", first_range.is_some()),
@@ -142,6 +146,7 @@ impl Params {
             ("layers_route", layers_route.is_some()),
             ("recheck_days", recheck_days.is_some()),
             ("stream_route", stream_route.is_some()),
+            ("daily_requests", daily_requests.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))
@@ -237,6 +242,9 @@ pub fn read_as_every_response(rows: &mut Rows, body: &[u8]) {
             Fetch::Layers(layers) => {
                 let _ = (layers.list)(rows, body, day);
                 let _ = (layers.read)(rows, body, day);
+            }
+            Fetch::Details(details) => {
+                let _ = (details.read)(rows, body, "n_0000000001");
             }
         }
     }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::{
-    Arrival, BodyError, Feed, Fetch, Params, Tape, TapeHead, nothing_more, page_limit, parse_body, route_param,
+    Arrival, BodyError, Details, Feed, Fetch, Params, Tape, TapeHead, nothing_more, page_limit, parse_body, route_param,
 };
 use crate::batch::table;
 use crate::records::Rows;
@@ -284,6 +284,32 @@ table! {
     lineage: false,
 }
 
+table! {
+    /// Storyline members as `/news/items/{id}` names them: the item asked
+    /// and the rest of its storyline, each also stored in `news_items`, so a
+    /// storyline the configured news filters cut can be rebuilt (beyond the contract).
+    pub const NEWS_STORYLINES: StorylineRow = "news_storylines" {
+        /// The storyline the item belongs to.
+        storyline_id: Text,
+        /// The news item's id (news_items.id).
+        news_id: Text,
+        /// When fdsync (or the service, for news) first saw this value (UTC).
+        first_seen_at: Timestamp,
+    }
+    key: &["storyline_id", "news_id"],
+    load: LoadRule::InsertOnce,
+    lineage: false,
+}
+
+/// `GET /news/items/{id}`: one story with the rest of its storyline.
+#[derive(Debug, Deserialize)]
+struct NewsItemPage<'a> {
+    #[serde(borrow)]
+    item: &'a RawValue,
+    #[serde(borrow, default)]
+    storyline: Vec<&'a RawValue>,
+}
+
 /// The tape: new items and rewritten headlines forward, a backfill back to
 /// the horizon, and the live stream.
 pub static FEED: Feed = Feed {
@@ -311,6 +337,57 @@ pub static COMPANY: Feed = Feed {
     params: &["backfill_days", "page_limit"],
     check: tape,
 };
+
+/// The bodies of full-text items the tapes stored without one, from the
+/// item route, most important first within `daily_requests`; the rest of
+/// each storyline comes with them. Nothing is asked when the tapes carry bodies.
+pub static BODIES: Feed = Feed {
+    name: "news_bodies",
+    route: "/api/v1/news/items/{id}",
+    auth: true,
+    tables: &[&NEWS_ITEMS, &NEWS_HEADLINE_REVISIONS, &NEWS_SOURCES, &NEWS_STORYLINES],
+    fetch: Fetch::Details(Details {
+        table: &NEWS_ITEMS,
+        lacking: "licence_class = 'full_text' AND body IS NULL",
+        first: "importance DESC NULLS LAST, id DESC",
+        arrived: "first_seen_at",
+        read: read_item_page,
+    }),
+    params: &["daily_requests"],
+    check: nothing_more,
+};
+
+/// The item and its storyline as `news_items` rows, and each as a member
+/// of its storyline: whether the item came with its body.
+fn read_item_page(rows: &mut Rows, body: &[u8], id: &str) -> Result<bool, BodyError> {
+    let page: NewsItemPage = parse_body(body)?;
+    let served = serde_json::from_str::<NewsItem>(page.item.get()).ok();
+    if served.as_ref().is_some_and(|item| item.id != id) {
+        return Err(BodyError::Malformed(format!(
+            "the item route for {id} served item {}",
+            served.map(|i| i.id).unwrap_or_default()
+        )));
+    }
+    let with_body = served.as_ref().is_some_and(|item| item.body.is_some());
+    let storyline = served.and_then(|item| item.storyline_id);
+    for raw in std::iter::once(page.item).chain(page.storyline) {
+        let Some(seen) = read_item(rows, raw, None) else {
+            continue;
+        };
+        let member = serde_json::from_str::<NewsItem>(raw.get())
+            .ok()
+            .and_then(|item| item.storyline_id)
+            .or_else(|| storyline.clone());
+        if let Some(storyline_id) = member {
+            rows.push_bare(StorylineRow {
+                storyline_id: Some(&storyline_id),
+                news_id: Some(&seen.id),
+                first_seen_at: Some(rows.fetched_at),
+            });
+        }
+    }
+    Ok(with_body)
+}
 
 pub static SOURCES: Feed = Feed {
     name: "news_sources",

@@ -532,6 +532,13 @@ fn runs_per_day(p: &Pipeline, timer: Option<u32>, now: DateTime<Utc>) -> f64 {
 fn texts_per_day(p: &Pipeline, reader: &BookkeepingReader, now: DateTime<Utc>) -> Result<Option<f64>, SyncError> {
     let since = Some((now - Duration::days(HORIZON_DAYS)).date_naive());
     let parts = match &p.feed.fetch {
+        // One request a row that arrived lacking them, at most the day's budget.
+        Fetch::Details(d) => {
+            let (_, recent) =
+                reader.lacking_count(d.table, d.lacking, d.arrived, now - Duration::days(HORIZON_DAYS))?;
+            let budget = p.params.daily_requests.unwrap_or(crate::feeds::DEFAULT_DAILY_REQUESTS);
+            return Ok(Some((recent as f64 / HORIZON_DAYS as f64).min(f64::from(budget))));
+        }
         Fetch::ParentTexts(t) => reader.part_texts(t.parent, t.parts, true, t.texts, since)?,
         Fetch::DocumentsAndSections(d) => reader.part_texts(d.documents, d.listed, false, d.parts, since)?,
         Fetch::Single(_)

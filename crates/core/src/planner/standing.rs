@@ -283,8 +283,10 @@ pub fn backfill_of(p: &Pipeline, reader: &BookkeepingReader) -> Result<Option<Ba
         Fetch::DocumentsAndSections(docs) => {
             part_texts(reader.part_texts(docs.documents, docs.listed, false, docs.parts, None)?)
         }
-        // Engines without a backfill: each run reads what the service has now.
-        Fetch::Single(_)
+        // Engines without a backfill: each run reads what the service has now
+        // (details: what the day's budget allows).
+        Fetch::Details(_)
+        | Fetch::Single(_)
         | Fetch::PerCompany(_)
         | Fetch::Universe(_)
         | Fetch::PerCountry(_)

@@ -7,6 +7,7 @@
 // One file per fetch engine, named after its `Fetch` variant.
 mod company_index;
 mod cursor;
+mod details;
 mod documents_and_sections;
 mod layers;
 mod offset_windows;
@@ -455,6 +456,7 @@ impl Syncer {
             Fetch::OffsetWindows(windows) => self.run_windows(pipeline, windows, run_id, &mut progress).await,
             Fetch::Layers(layers) => self.run_layers(pipeline, layers, run_id, &mut progress).await,
             Fetch::PerCountry(per_country) => self.run_per_country(pipeline, per_country, run_id, &mut progress).await,
+            Fetch::Details(details) => self.run_details(pipeline, details, run_id, &mut progress).await,
             Fetch::Universe(_)
             | Fetch::PerCompany(_)
             | Fetch::CompanyCursor(_)
@@ -552,12 +554,15 @@ impl Syncer {
             }
             // Resolved by `run_members` before any company is asked.
             Fetch::Universe(_) => Ok(()),
-            Fetch::Single(_) | Fetch::Cursor(_) | Fetch::OffsetWindows(_) | Fetch::Layers(_) | Fetch::PerCountry(_) => {
-                Err(SyncError::Other(format!(
-                    "pipeline {}: its engine does not go company by company",
-                    pipeline.name
-                )))
-            }
+            Fetch::Single(_)
+            | Fetch::Cursor(_)
+            | Fetch::OffsetWindows(_)
+            | Fetch::Layers(_)
+            | Fetch::PerCountry(_)
+            | Fetch::Details(_) => Err(SyncError::Other(format!(
+                "pipeline {}: its engine does not go company by company",
+                pipeline.name
+            ))),
         }
     }
 }

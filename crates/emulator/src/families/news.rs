@@ -297,14 +297,14 @@ async fn news_stream(State(state): State<Arc<AppState>>, Query(query): Query<Has
             if !page.items.is_empty() {
                 let shapes = *state.shapes.lock().unwrap_or_else(|e| e.into_inner());
                 let mut page = serde_json::to_value(&page).expect("a feed page serializes");
-                if state
-                    .quirks
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .after_newest_first
+                let quirks = state.quirks.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if quirks.after_newest_first
                     && let Some(items) = page.get_mut("items").and_then(serde_json::Value::as_array_mut)
                 {
                     items.reverse();
+                }
+                if quirks.bodies_by_item {
+                    crate::quirks::without_bodies(&mut page);
                 }
                 let body = super::shapes::render(&page, shapes);
                 let event = Event::default().event("items").data(body);

@@ -15,6 +15,7 @@ use super::{held_by_another_process, ident, sql_err};
 use crate::feeds::{Stored, StoredParts};
 use crate::sink::SinkError;
 use crate::sink::lock::Holder;
+use crate::tables::TableDef;
 
 /// How long a reader waits for a writer to let go of the file (it does after
 /// a second idle).
@@ -345,6 +346,30 @@ impl BookkeepingReader {
         self.conn
             .query_row(&sql, [since.to_string()], |r| r.get(0))
             .map_err(sql_err(stored.table.name, "counting stored documents"))
+    }
+
+    /// How many of `table`'s rows match `lacking`, and how many of those
+    /// arrived (`arrived`) since `since`: the forecast of a details engine.
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn lacking_count(
+        &self,
+        table: &TableDef,
+        lacking: &str,
+        arrived: &str,
+        since: DateTime<Utc>,
+    ) -> Result<(u64, u64), SinkError> {
+        let sql = format!(
+            "SELECT count(*), count(*) FILTER (WHERE {arrived} >= ?::TIMESTAMPTZ) FROM {table} WHERE ({lacking})",
+            arrived = ident(arrived),
+            table = ident(table.name),
+        );
+        let (all, recent): (i64, i64) = self
+            .conn
+            .query_row(&sql, [since.to_rfc3339()], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(sql_err(table.name, "counting rows lacking details"))?;
+        Ok((all.max(0) as u64, recent.max(0) as u64))
     }
 
     /// The part texts of the universe's stored documents (dated `since` or later, with one): how

@@ -401,6 +401,34 @@ impl DuckDbSink {
         )
     }
 
+    /// The keys of `table`'s rows matching `lacking`, in the order `first`,
+    /// at most `limit`, leaving out those in `asked` (already asked and
+    /// not served, waiting before they are asked again).
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn lacking_rows(
+        &self,
+        table: &TableDef,
+        (lacking, first): (&str, &str),
+        asked: &[String],
+        limit: u64,
+    ) -> Result<Vec<String>, SinkError> {
+        let sql = format!(
+            "SELECT {key} FROM {table} WHERE ({lacking})
+               AND {key} NOT IN (SELECT value FROM {BOUND_LIST})
+             ORDER BY {first} LIMIT {limit}",
+            key = ident(table.key[0]),
+            table = ident(table.name),
+        );
+        self.rows(
+            (table.name, "listing rows lacking details"),
+            &sql,
+            &[&json_list(asked)],
+            |r| r.get(0),
+        )
+    }
+
     /// The parts of document `id` whose texts are stored.
     ///
     /// # Errors
