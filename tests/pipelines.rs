@@ -689,6 +689,63 @@ async fn the_wire_is_read_whole_in_near_the_fewest_pages_whatever_its_density() 
     }
 }
 
+/// The tape with `[news] ciks` and `q` set: exactly the items the service
+/// serves for those filters over the backfill's day, nothing else.
+#[tokio::test]
+async fn the_tape_follows_the_cik_and_text_filters() {
+    let mut h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
+    let world = h.emulator.emulator.world().clone();
+    let cik = world.resolve("MSFT").unwrap().cik.clone();
+    let (t0, count0) = (h.clock.now(), news::CADENCE.count_at(world.seed, h.clock.now()));
+    let horizon = news::CADENCE.first_at_or_after(t0 - chrono::Duration::days(1));
+    let by_cik = news::Filters {
+        ciks: Some(vec![cik.clone()]),
+        ..Default::default()
+    };
+    // A word of a headline the company's filter passes: the text filter
+    // then narrows a tape that is not empty.
+    let word = (horizon..count0)
+        .filter_map(|n| news::item(&world, n, t0))
+        .find(|it| by_cik.matches(it))
+        .and_then(|it| {
+            it.body
+                .headline
+                .split_whitespace()
+                .max_by_key(|w| w.len())
+                .map(str::to_owned)
+        })
+        .expect("an item about the company");
+    h.restart(|c| {
+        c.news.ciks = vec![cik.clone()];
+        c.news.q = Some(word.clone());
+    })
+    .await;
+    let mut pipelines = h.only(&["news"]);
+    pipelines[0].params.backfill_days = Some(1);
+    run_ok(&h, &pipelines).await;
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(3600));
+    run_ok(&h, &pipelines).await;
+    let last = h.clock.now();
+    // The service matches the text without case, as its route reads `q`.
+    let filters = news::Filters {
+        q: Some(word.to_lowercase()),
+        ..by_cik
+    };
+    let stored: BTreeSet<String> = h.strings("SELECT id FROM news_items").await.into_iter().collect();
+    // The backfill's last page reaches past the horizon: from there on.
+    let oldest = stored
+        .iter()
+        .next()
+        .and_then(|id| news::parse_id(id))
+        .expect("items stored");
+    assert!(oldest <= horizon);
+    let truth: BTreeSet<String> = (oldest..news::CADENCE.count_at(world.seed, last))
+        .filter(|n| news::item(&world, *n, last).is_some_and(|it| filters.matches(&it)))
+        .map(news::id)
+        .collect();
+    assert_eq!(stored, truth, "{cik} and {word:?}");
+}
+
 /// Full-text items a tape stored without a body get it from the item route,
 /// the most important first, within the day's budget, with the rest of
 /// their storylines; while the tapes carry bodies, no item is asked.

@@ -401,6 +401,11 @@ pub struct NewsFilters {
     pub exclude_sources: Vec<String>,
     #[serde(default)]
     pub exclude_forms: Vec<String>,
+    /// Items tagged with these companies (CIKs or platform keys), sent as `cik`.
+    #[serde(default)]
+    pub ciks: Vec<String>,
+    /// A text query over headline and snippet, sent as `q`.
+    pub q: Option<String>,
     /// Flash headlines only.
     #[serde(default)]
     pub flash: bool,
@@ -435,6 +440,7 @@ impl NewsFilters {
                 &self.sources,
                 &self.exclude_sources,
                 &self.exclude_forms,
+                &self.ciks,
             ]
             .iter()
             .any(|values| values.len() > 1)
@@ -449,6 +455,7 @@ impl NewsFilters {
             ("sources", &self.sources),
             ("excludeSources", &self.exclude_sources),
             ("excludeForms", &self.exclude_forms),
+            ("cik", &self.ciks),
         ] {
             if !values.is_empty() {
                 let encoded: Vec<String> = values.iter().map(|v| crate::wire::encode(v.trim())).collect();
@@ -461,6 +468,9 @@ impl NewsFilters {
                     }
                 }
             }
+        }
+        if let Some(text) = self.q.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            q.push_str(&format!("&q={}", crate::wire::encode(text)));
         }
         if self.flash {
             q.push_str("&flash=1");
@@ -922,6 +932,15 @@ companies = ["AAPL"]
         let text = BASE.replace("[warehouse]", "credential = \"oauth\"\n[warehouse]");
         let err = Config::from_toml(&text, Path::new("t.toml"), std::iter::empty()).unwrap_err();
         assert!(err.to_string().contains("upstream.access_token_file"), "{err}");
+    }
+
+    /// `cik` goes as the other multi-value filters do, `q` encoded once.
+    #[test]
+    fn the_news_filters_carry_cik_and_q() {
+        let text = BASE.to_owned() + "[news]\nciks = [\"0000789019\", \"TW:2330\"]\nq = \"chip export\"\n";
+        let config = Config::from_toml(&text, Path::new("t.toml"), std::iter::empty()).unwrap();
+        assert_eq!(config.news.query(), "&cik=0000789019,TW%3A2330&q=chip+export");
+        assert!(config.news.sends_comma_lists());
     }
 
     #[test]
