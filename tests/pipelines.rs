@@ -689,6 +689,55 @@ async fn the_wire_is_read_whole_in_near_the_fewest_pages_whatever_its_density() 
     }
 }
 
+/// Each run keeps the service's top stories as it ranked them then: the
+/// ranking equals the emulator's own answer at that moment, each item is in
+/// `news_items`, and earlier snapshots stay.
+/// Ground truth: news_top.
+#[tokio::test]
+async fn news_top_keeps_each_ranking_as_the_service_served_it() {
+    let h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
+    let pipelines = h.only(&["news_top"]);
+    let truth = || async {
+        let url = format!("{}/api/v1/news/top?window=24h&limit=30", h.emulator.base_url());
+        let body: serde_json::Value = reqwest::Client::new()
+            .get(url)
+            .header("X-API-KEY", crate::util::TEST_KEY)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| text(item, "id"))
+            .collect::<Vec<String>>()
+    };
+    let mut expected = Vec::new();
+    for _ in 0..2 {
+        run_ok(&h, &pipelines).await;
+        let ranking = truth().await;
+        assert!(ranking.len() > 5, "{ranking:?}");
+        expected.push(ranking);
+        h.clock.as_sim().unwrap().advance(Duration::from_secs(6 * 3600));
+    }
+    let snapshots = h
+        .strings(
+            "SELECT string_agg(news_id, ' ' ORDER BY ranking) FROM news_top GROUP BY observed_at ORDER BY observed_at",
+        )
+        .await;
+    let expected: Vec<String> = expected.iter().map(|r| r.join(" ")).collect();
+    assert_eq!(snapshots, expected);
+    assert_ne!(expected[0], expected[1], "the ranking moved between runs");
+    assert_eq!(h.strings("SELECT DISTINCT top_window FROM news_top").await, ["24h"]);
+    let missing = h
+        .int("SELECT count(*) FROM news_top t ANTI JOIN news_items i ON i.id = t.news_id")
+        .await;
+    assert_eq!(missing, 0, "every ranked item is in news_items");
+}
+
 /// The tape with `[news] ciks` and `q` set: exactly the items the service
 /// serves for those filters over the backfill's day, nothing else.
 #[tokio::test]

@@ -46,6 +46,7 @@ pub static FEEDS: &[&Feed] = &[
     &news::SOURCES,
     &news::TOPICS,
     &news::BODIES,
+    &news::TOP,
     &prices::FEED,
     &regulation::FEED,
 ];

@@ -301,6 +301,37 @@ table! {
     lineage: false,
 }
 
+table! {
+    /// Snapshots of the service's top stories (`/news/top`): each storyline
+    /// collapsed to its strongest item in the window, ranked by importance,
+    /// as read at `observed_at`; the items are in news_items (beyond the contract).
+    pub const NEWS_TOP: NewsTopRow = "news_top" {
+        /// When fdsync read the ranking (UTC).
+        observed_at: Timestamp,
+        /// The window ranked: 6h, 24h or 7d.
+        top_window: Text,
+        /// The item's place in the ranking, 1 the strongest.
+        ranking: Int,
+        /// The news item's id (news_items.id).
+        news_id: Text,
+        /// The storyline the item belongs to.
+        storyline_id: Text,
+        /// The service's importance score, 0-100.
+        importance: Int,
+    }
+    key: &["observed_at", "top_window", "ranking"],
+    load: LoadRule::Append,
+    lineage: false,
+}
+
+/// `GET /news/top`.
+#[derive(Debug, Deserialize)]
+struct NewsTopPage<'a> {
+    window: Option<String>,
+    #[serde(borrow)]
+    items: Vec<&'a RawValue>,
+}
+
 /// `GET /news/items/{id}`: one story with the rest of its storyline.
 #[derive(Debug, Deserialize)]
 struct NewsItemPage<'a> {
@@ -387,6 +418,43 @@ fn read_item_page(rows: &mut Rows, body: &[u8], id: &str) -> Result<bool, BodyEr
         }
     }
     Ok(with_body)
+}
+
+/// The service's top stories, a snapshot a run: the ranking in
+/// `news_top`, each item in `news_items`.
+pub static TOP: Feed = Feed {
+    name: "news_top",
+    route: "/api/v1/news/top?window=24h&limit=30",
+    auth: true,
+    tables: &[&NEWS_TOP, &NEWS_ITEMS, &NEWS_HEADLINE_REVISIONS, &NEWS_SOURCES],
+    fetch: Fetch::Single(read_top),
+    params: &[],
+    check: nothing_more,
+};
+
+/// A ranking as `news_top` rows at the time it was read, and its items.
+fn read_top(rows: &mut Rows, body: &[u8]) -> Result<String, BodyError> {
+    let page: NewsTopPage = parse_body(body)?;
+    let window = page
+        .window
+        .filter(|w| !w.trim().is_empty())
+        .ok_or_else(|| BodyError::Malformed("the top stories name no window".into()))?;
+    let observed_at = rows.fetched_at;
+    for (place, raw) in page.items.iter().enumerate() {
+        let Some(seen) = read_item(rows, raw, None) else {
+            continue;
+        };
+        let item = serde_json::from_str::<NewsItem>(raw.get()).ok();
+        rows.push_bare(NewsTopRow {
+            observed_at: Some(observed_at),
+            top_window: Some(&window),
+            ranking: i64::try_from(place + 1).ok(),
+            news_id: Some(&seen.id),
+            storyline_id: item.as_ref().and_then(|i| i.storyline_id.as_deref()),
+            importance: item.as_ref().and_then(|i| i.importance),
+        });
+    }
+    Ok(format!("{window} {}", page.items.len()))
 }
 
 pub static SOURCES: Feed = Feed {
