@@ -888,4 +888,23 @@ async fn full_text_items_without_a_body_get_it_from_the_item_route_within_the_bu
     h.clock.as_sim().unwrap().advance(Duration::from_secs(24 * 3600));
     run_ok(&h, &bodies).await;
     assert_eq!(item_requests(&h).len(), 20);
+
+    // The route refused to the key: the pipeline fails naming it, after
+    // one request, rather than spend the day's budget item by item.
+    h.emulator
+        .emulator
+        .set_quirks(fdsync_emulator::Quirks::parse("bodies_by_item,refuse=item:403").unwrap());
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(24 * 3600));
+    let (report, result) = h.syncer.run_once(&bodies).await;
+    assert!(result.is_err(), "{report:?}");
+    assert_eq!(report.outcomes[0].status, RunStatus::Failed, "{report:?}");
+    assert!(
+        report.outcomes[0]
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("/news/items/"),
+        "{report:?}"
+    );
+    assert_eq!(report.outcomes[0].requests, 1);
 }

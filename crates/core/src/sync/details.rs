@@ -11,7 +11,7 @@ use crate::feeds::{DEFAULT_DAILY_REQUESTS, Details};
 use crate::pipeline::Pipeline;
 use crate::records::Rows;
 use crate::sink::Checkpoint;
-use crate::upstream::{Access, encode};
+use crate::upstream::{Access, UpstreamError, encode};
 
 /// How long a record asked and not served waits before it is asked again.
 const ASK_AGAIN_AFTER_DAYS: i64 = 7;
@@ -84,11 +84,11 @@ impl Syncer {
                         false
                     }
                 },
-                // A record the service refuses (a 404: withdrawn) waits like one served without.
-                Err(e) if e.is_refusal() => {
-                    if let Ok(refusal) = e.into_refusal() {
-                        progress.problems.push(refusal.to_string());
-                    }
+                // A record the service does not have (withdrawn) waits like
+                // one served without; a route refused to the key (402, 403)
+                // fails the pipeline, naming it, rather than spend the budget.
+                Err(e @ UpstreamError::NotFound { .. }) => {
+                    progress.problems.push(e.to_string());
                     false
                 }
                 Err(e) => return Err(upstream_error(e)),
