@@ -405,13 +405,9 @@ fn read_item_page(rows: &mut Rows, body: &[u8], id: &str) -> Result<bool, BodyEr
         let Some(seen) = read_item(rows, raw, None) else {
             continue;
         };
-        let member = serde_json::from_str::<NewsItem>(raw.get())
-            .ok()
-            .and_then(|item| item.storyline_id)
-            .or_else(|| storyline.clone());
-        if let Some(storyline_id) = member {
+        if let Some(storyline_id) = seen.storyline_id.as_ref().or(storyline.as_ref()) {
             rows.push_bare(StorylineRow {
-                storyline_id: Some(&storyline_id),
+                storyline_id: Some(storyline_id),
                 news_id: Some(&seen.id),
                 first_seen_at: Some(rows.fetched_at),
             });
@@ -444,14 +440,13 @@ fn read_top(rows: &mut Rows, body: &[u8]) -> Result<String, BodyError> {
         let Some(seen) = read_item(rows, raw, None) else {
             continue;
         };
-        let item = serde_json::from_str::<NewsItem>(raw.get()).ok();
         rows.push_bare(NewsTopRow {
             observed_at: Some(observed_at),
             top_window: Some(&window),
             ranking: i64::try_from(place + 1).ok(),
             news_id: Some(&seen.id),
-            storyline_id: item.as_ref().and_then(|i| i.storyline_id.as_deref()),
-            importance: item.as_ref().and_then(|i| i.importance),
+            storyline_id: seen.storyline_id.as_deref(),
+            importance: seen.importance,
         });
     }
     Ok(format!("{window} {}", page.items.len()))
@@ -560,6 +555,8 @@ pub struct NewsSeen {
     pub first_seen_at: Option<DateTime<Utc>>,
     /// Sent again for a rewritten headline, not as a new arrival.
     pub rewritten: bool,
+    pub storyline_id: Option<String>,
+    pub importance: Option<i64>,
 }
 
 /// `news_items`, `news_headline_revisions` and the item's `news_sources`
@@ -632,6 +629,8 @@ pub fn read_item(rows: &mut Rows, raw: &RawValue, company_key: Option<&str>) -> 
         id: item.id,
         first_seen_at: item.first_seen_at,
         rewritten: item.rewritten,
+        storyline_id: item.storyline_id,
+        importance: item.importance,
     })
 }
 
