@@ -219,7 +219,7 @@ pub async fn run(config: Config, warehouse: &Path, out: &mut (impl Write + Send)
 fn trim_horizons(pipelines: &mut [pipeline::Pipeline]) {
     for p in pipelines {
         let (backfill, text) = match &p.feed.fetch {
-            Fetch::Cursor(_) => (Some(1), None),
+            Fetch::Cursor(_) | Fetch::SearchCursor(_) => (Some(1), None),
             Fetch::CompanyCursor(_) | Fetch::OffsetWindows(_) => (Some(3), None),
             Fetch::ParentTexts(_) => (None, Some(7)),
             Fetch::DocumentsAndSections(_) => (None, Some(200)),

@@ -795,6 +795,92 @@ async fn the_tape_follows_the_cik_and_text_filters() {
     assert_eq!(stored, truth, "{cik} and {word:?}");
 }
 
+/// Saved searches: none configured sends nothing; each configured one is
+/// its own tape of the search route, its hits exactly the items the service
+/// finds for its text from the backfill's day on, through a later poll,
+/// each hit's item in news_items.
+/// Ground truth: news_searches.
+#[tokio::test]
+async fn each_saved_search_holds_exactly_what_the_search_route_finds() {
+    let mut h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
+    let mut pipelines = h.only(&["news_searches"]);
+    pipelines[0].params.backfill_days = Some(1);
+    h.emulator.emulator.record_served();
+    run_ok(&h, &pipelines).await;
+    assert_eq!(h.emulator.emulator.served().len(), 0, "no search, no request");
+
+    let world = h.emulator.emulator.world().clone();
+    let t0 = h.clock.now();
+    let count0 = news::CADENCE.count_at(world.seed, t0);
+    let horizon = news::CADENCE.first_at_or_after(t0 - chrono::Duration::days(1));
+    let headlines: Vec<String> = (horizon..count0)
+        .filter_map(|n| news::item(&world, n, t0))
+        .map(|it| it.body.headline.clone())
+        .collect();
+    // A word, and a phrase of two (sent with its space encoded), each from
+    // a headline of the backfill's day.
+    let word = headlines[0]
+        .split_whitespace()
+        .max_by_key(|w| w.len())
+        .expect("a headline")
+        .to_owned();
+    let phrase = headlines[headlines.len() / 2]
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_ne!(word.to_lowercase(), phrase.to_lowercase());
+    let searches = vec![word, phrase];
+    h.restart(|c| c.news.searches = searches.clone()).await;
+    let pipelines = {
+        let mut p = h.only(&["news_searches"]);
+        p[0].params.backfill_days = Some(1);
+        p
+    };
+    run_ok(&h, &pipelines).await;
+    h.clock.as_sim().unwrap().advance(Duration::from_secs(6 * 3600));
+    run_ok(&h, &pipelines).await;
+    let last = h.clock.now();
+    let count = news::CADENCE.count_at(world.seed, last);
+    for search in &searches {
+        let stored: BTreeSet<String> = h
+            .strings(&format!(
+                "SELECT news_id FROM news_search_hits WHERE search = '{}'",
+                search.replace('\'', "''")
+            ))
+            .await
+            .into_iter()
+            .collect();
+        // The backfill's last page may reach past the horizon; it reaches it.
+        let oldest = stored
+            .iter()
+            .next()
+            .and_then(|id| news::parse_id(id))
+            .unwrap_or_else(|| panic!("hits stored for {search:?}"))
+            .min(horizon);
+        // The service matches the text without case, as its route reads `q`.
+        let filters = news::Filters {
+            q: Some(search.to_lowercase()),
+            ..Default::default()
+        };
+        let truth: BTreeSet<String> = (oldest..count)
+            .filter(|n| news::item(&world, *n, last).is_some_and(|it| filters.matches(&it)))
+            .map(news::id)
+            .collect();
+        assert_eq!(stored, truth, "{search:?}");
+    }
+    let missing = h
+        .int("SELECT count(*) FROM news_search_hits s ANTI JOIN news_items i ON i.id = s.news_id")
+        .await;
+    assert_eq!(missing, 0, "every hit's item is in news_items");
+    assert_eq!(
+        h.int("SELECT count(*) FROM news_search_hits WHERE found_at IS NULL")
+            .await,
+        0
+    );
+    h.assert_unique("news_search_hits", "search, news_id").await;
+}
+
 /// Full-text items a tape stored without a body get it from the item route,
 /// the most important first, within the day's budget, with the rest of
 /// their storylines; while the tapes carry bodies, no item is asked.

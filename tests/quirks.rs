@@ -843,3 +843,56 @@ async fn a_wire_whose_dates_leave_out_the_edge_days_is_refused_before_reading() 
     }
     assert_eq!(h.int(probes).await, 3, "checked once the wire includes its edge days");
 }
+
+/// A field the service adds at envelope level, beside the record lists, on
+/// every route: named by `fdsync status` once per route as `$.<field>`, its
+/// value kept for every response in `_sync_envelope_fields`, and the data
+/// tables what they are without it.
+#[tokio::test]
+async fn a_field_added_at_envelope_level_is_named_by_status_and_kept_for_each_response() {
+    let names = ["prices", "news", "events_wire", "geo"];
+    let plain = synced("", &["MSFT", "AAPL"], &names).await;
+    let quirked = synced("envelope_field=factSource", &["MSFT", "AAPL"], &names).await;
+    let diff = differences(&tables(&plain, None).await, &tables(&quirked, None).await);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+    assert_eq!(plain.int("SELECT count(*) FROM _sync_unknown_fields").await, 0);
+
+    let routes = quirked
+        .strings("SELECT route FROM _sync_unknown_fields WHERE field = '$.factSource' ORDER BY 1")
+        .await;
+    for route in [
+        "/api/v1/companies/{id}/prices",
+        "/api/v1/news/feed",
+        "/api/v1/events/wire",
+        "/api/v1/geo/countries",
+    ] {
+        assert!(routes.iter().any(|r| r == route), "{route} not among {routes:?}");
+    }
+    let status = quirked.syncer.status(&quirked.all_pipelines).await.unwrap();
+    let mut text = Vec::new();
+    fdsync_commands::status::write_text(&mut text, &status).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    for route in [
+        "/api/v1/companies/{id}/prices",
+        "/api/v1/news/feed",
+        "/api/v1/events/wire",
+    ] {
+        assert!(text.contains(&format!("{route} $.factSource")), "{text}");
+    }
+    // Kept as served, once for every answer with an envelope: a company's
+    // own payload is its record, kept whole in `raw` of companies.
+    let answers = quirked
+        .int(
+            "SELECT count(*) FROM _sync_requests WHERE status = 200 \
+             AND NOT regexp_matches(route, '^/api/v1/companies/[^/?]+$')",
+        )
+        .await;
+    let kept = quirked
+        .int("SELECT count(DISTINCT (route, fetched_at)) FROM _sync_envelope_fields WHERE field = '$.factSource'")
+        .await;
+    assert_eq!(kept, answers);
+    let values = quirked
+        .strings("SELECT DISTINCT json_extract_string(value, '$.source') FROM _sync_envelope_fields")
+        .await;
+    assert_eq!(values, ["EDGAR full-text index"]);
+}

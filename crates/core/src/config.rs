@@ -409,6 +409,10 @@ pub struct NewsFilters {
     pub ciks: Vec<String>,
     /// A text query over headline and snippet, sent as `q`.
     pub q: Option<String>,
+    /// Saved searches: each its own tape of `/news/search` (with the other
+    /// filters here, its own `q`) into `news_search_hits`.
+    #[serde(default)]
+    pub searches: Vec<String>,
     /// Flash headlines only.
     #[serde(default)]
     pub flash: bool,
@@ -451,6 +455,15 @@ impl NewsFilters {
 
     /// The filters as query parameters (`&name=value...`), empty when none are set.
     pub fn query(&self) -> String {
+        self.query_with(self.q.as_deref())
+    }
+
+    /// A saved search's query: the filters, with the search's text as `q`.
+    pub fn search_query(&self, search: &str) -> String {
+        self.query_with(Some(search))
+    }
+
+    fn query_with(&self, text: Option<&str>) -> String {
         let mut q = String::new();
         for (name, values) in [
             ("tickers", &self.tickers),
@@ -472,7 +485,7 @@ impl NewsFilters {
                 }
             }
         }
-        if let Some(text) = self.q.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        if let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) {
             q.push_str(&format!("&q={}", crate::wire::encode(text)));
         }
         if self.flash {
@@ -639,6 +652,17 @@ impl Config {
         {
             return Err(invalid(format!("news.min_importance = {n}: use 0 to 100")));
         }
+        for (i, search) in self.news.searches.iter().enumerate() {
+            // A search's text is its tape's checkpoint and its rows' key.
+            if search.trim().is_empty() || search.trim() != search {
+                return Err(invalid(format!(
+                    "news.searches has {search:?}: a search is a text without leading or trailing spaces"
+                )));
+            }
+            if self.news.searches[..i].contains(search) {
+                return Err(invalid(format!("news.searches names {search:?} twice")));
+            }
+        }
         for id in &self.universe.companies {
             if id.trim().is_empty() || id.contains('/') {
                 return Err(invalid(format!("universe.companies has an invalid identifier {id:?}")));
@@ -765,6 +789,27 @@ companies = ["AAPL"]
         let config = Config::from_toml(&text, Path::new("t.toml"), std::iter::empty()).unwrap();
         assert_eq!(config.news.query(), "&cik=0000789019,TW%3A2330&q=chip+export");
         assert!(config.news.sends_comma_lists());
+        assert_eq!(
+            config.news.search_query("export controls"),
+            "&cik=0000789019,TW%3A2330&q=export+controls"
+        );
+    }
+
+    /// A saved search that is blank, padded or named twice is refused by name.
+    #[test]
+    fn saved_searches_are_distinct_texts() {
+        for (searches, says) in [
+            (r#"["tariffs", ""]"#, "\"\""),
+            (r#"[" tariffs"]"#, "\" tariffs\""),
+            (r#"["tariffs", "tariffs"]"#, "twice"),
+        ] {
+            let text = BASE.to_owned() + "[news]\nsearches = " + searches + "\n";
+            let err = Config::from_toml(&text, Path::new("t.toml"), std::iter::empty()).unwrap_err();
+            assert!(
+                err.to_string().contains("news.searches") && err.to_string().contains(says),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -35,38 +35,78 @@ pub fn unknown_fields<T: DeserializeOwned>(text: &str, route: &str) -> Vec<Unkno
     let route = route_template(route);
     let mut found: Vec<UnknownField> = Vec::new();
     for path in ignored {
-        // A list's elements are one field: `items[].note`, not one per
-        // index; `?` marks an optional's value, nothing in the record.
-        let path: Vec<&str> = path.split('.').filter(|s| *s != "?").collect();
-        let mut field = String::new();
-        for segment in &path {
-            if segment.parse::<usize>().is_ok() {
-                field.push_str("[]");
-            } else {
-                if !field.is_empty() {
-                    field.push('.');
-                }
-                field.push_str(segment);
-            }
-        }
+        let (field, value) = field_at(&record, &path);
         if found.iter().any(|f| f.field == field) {
             continue;
         }
-        let example = path
-            .iter()
-            .try_fold(&record, |at, name| match name.parse::<usize>() {
-                Ok(i) => at.get(i),
-                Err(_) => at.get(name),
-            })
-            .map(|v| v.to_string().chars().take(EXAMPLE_CHARS).collect())
-            .unwrap_or_default();
         found.push(UnknownField {
             route: route.clone(),
             field,
-            example,
+            example: value.map(example).unwrap_or_default(),
         });
     }
     found
+}
+
+/// A field of an envelope (the body's own, around its record lists) that
+/// reading it ignored, with its value as served whole (JSON text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvelopeField {
+    pub unknown: UnknownField,
+    pub value: String,
+}
+
+/// The envelope fields of `body` at the `ignored` paths (as serde_ignored
+/// names them), each named from the body's root (`$.ref`). The body is read
+/// again only here, when the envelope carried something no reader reads.
+pub fn envelope_fields(ignored: &[String], body: &[u8], route: &str) -> Vec<EnvelopeField> {
+    let envelope: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let route = route_template(route);
+    let mut found: Vec<EnvelopeField> = Vec::new();
+    for path in ignored {
+        let (field, value) = field_at(&envelope, path);
+        let field = format!("$.{field}");
+        if found.iter().any(|f| f.unknown.field == field) {
+            continue;
+        }
+        let value = value.map(ToString::to_string).unwrap_or_default();
+        found.push(EnvelopeField {
+            unknown: UnknownField {
+                route: route.clone(),
+                field,
+                example: value.chars().take(EXAMPLE_CHARS).collect(),
+            },
+            value,
+        });
+    }
+    found
+}
+
+/// A path as serde_ignored names it (`items.0.note`), as a field (`items[].note`:
+/// a list's elements are one field; `?` marks an optional's value, nothing in
+/// the JSON), and the value there.
+fn field_at<'v>(json: &'v serde_json::Value, path: &str) -> (String, Option<&'v serde_json::Value>) {
+    let path: Vec<&str> = path.split('.').filter(|s| *s != "?").collect();
+    let mut field = String::new();
+    for segment in &path {
+        if segment.parse::<usize>().is_ok() {
+            field.push_str("[]");
+        } else {
+            if !field.is_empty() {
+                field.push('.');
+            }
+            field.push_str(segment);
+        }
+    }
+    let value = path.iter().try_fold(json, |at, name| match name.parse::<usize>() {
+        Ok(i) => at.get(i),
+        Err(_) => at.get(name),
+    });
+    (field, value)
+}
+
+fn example(value: &serde_json::Value) -> String {
+    value.to_string().chars().take(EXAMPLE_CHARS).collect()
 }
 
 /// A request path as its route: the query dropped and each identifier (a

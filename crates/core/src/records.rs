@@ -9,7 +9,9 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
 use crate::batch::{BatchBuilder, BatchError, Row, TableBatch};
-use crate::bookkeeping::{QuarantineRow, SYNC_QUARANTINE, SYNC_UNKNOWN_FIELDS, UnknownFieldRow};
+use crate::bookkeeping::{
+    EnvelopeFieldRow, QuarantineRow, SYNC_ENVELOPE_FIELDS, SYNC_QUARANTINE, SYNC_UNKNOWN_FIELDS, UnknownFieldRow,
+};
 use crate::drift::UnknownField;
 use crate::tables::TableDef;
 
@@ -41,6 +43,8 @@ pub struct Rows {
     pub quarantined: Vec<Quarantined>,
     /// Fields records carried that their row types do not read.
     pub unknown_fields: Vec<UnknownField>,
+    /// Fields of the response's envelope no reader reads, with their values.
+    pub envelope: Vec<crate::drift::EnvelopeField>,
     /// The record types whose first record was looked over for unknown fields.
     looked_over: Vec<&'static str>,
     /// The keys of rows already made from this response, or from every page
@@ -65,6 +69,7 @@ impl Rows {
             reported: Vec::new(),
             quarantined: Vec::new(),
             unknown_fields: Vec::new(),
+            envelope: Vec::new(),
             looked_over: Vec::new(),
             seen: SeenKeys::default(),
         }
@@ -170,6 +175,14 @@ impl Rows {
         !seen.contains(key) && seen.insert(key.to_owned())
     }
 
+    /// Notes the envelope fields at `ignored` (serde_ignored's paths) that
+    /// reading `body` left unread: named for drift, kept with their values.
+    pub fn note_envelope(&mut self, ignored: &[String], body: &[u8]) {
+        let fields = crate::drift::envelope_fields(ignored, body, &self.route);
+        self.unknown_fields.extend(fields.iter().map(|f| f.unknown.clone()));
+        self.envelope.extend(fields);
+    }
+
     /// Parses one record. A field the row can do without whose value is
     /// unusable is read as absent (the value as served stays in `raw`); a
     /// record whose key or other required field is unusable is quarantined,
@@ -273,6 +286,19 @@ impl Rows {
                     run_id: Some(&self.run_id),
                     first_seen_at: Some(self.fetched_at),
                     last_seen_at: Some(self.fetched_at),
+                });
+            }
+            out.push(TableBatch::build(b)?);
+        }
+        if !self.envelope.is_empty() {
+            let mut b = BatchBuilder::new(&SYNC_ENVELOPE_FIELDS, &self.run_id, self.fetched_at);
+            for f in &self.envelope {
+                b.push_bare(EnvelopeFieldRow {
+                    route: Some(&self.route),
+                    field: Some(&f.unknown.field),
+                    fetched_at: Some(self.fetched_at),
+                    value: Some(&f.value),
+                    run_id: Some(&self.run_id),
                 });
             }
             out.push(TableBatch::build(b)?);

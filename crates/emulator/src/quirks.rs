@@ -59,6 +59,7 @@ pub const QUIRK_NAMES: &[&str] = &[
     "ignored_lookback",
     "withdrawn_country",
     "bodies_by_item",
+    "envelope_field",
 ];
 
 /// The name a renamed list is served under.
@@ -140,6 +141,10 @@ pub struct Quirks {
     /// The news feeds, search, top stories and stream frames carry no
     /// `body`: a full-text item's body is served by `/news/items/{id}` only.
     pub bodies_by_item: bool,
+    /// Every JSON object a data route answers carries this field beside its
+    /// own (a fact-source reference, say): a field at envelope level that no
+    /// reader knows.
+    pub envelope_field: Option<String>,
 }
 
 /// The news filters that take several values.
@@ -233,6 +238,7 @@ impl Quirks {
                 }
                 Some(("rename_inner", v)) => q.renamed_inner = among(v, &inner_names)?,
                 Some(("offset_cap", v)) => q.offset_cap = Some(count(part, v)?),
+                Some(("envelope_field", v)) if !v.is_empty() => q.envelope_field = Some(v.to_owned()),
                 None if part == "unpadded_ciks" => q.unpadded_ciks = true,
                 None if part == "after_newest_first" => q.after_newest_first = true,
                 None if part == "empty_texts" => q.empty_texts = true,
@@ -258,8 +264,8 @@ impl Quirks {
                          empty_texts, offsetless_timestamps, bare_429, withhold_page=OFFSET, frozen_updated_at, redated, \
                          unserved=FAMILIES@COMPANY[:STATUS], refuse=FAMILY:STATUS, rename_inner=FAMILIES, ignore_sort, \
                          no_total, offset_cap=OFFSET, repeated_filters, json_texts, no_server_time, exclusive_dates, \
-                         retyped_dividend, withdrawn_month, split=YYYY-MM-DD, local_midnight_bars, ignored_lookback, withdrawn_country \
-                         or bodies_by_item"
+                         retyped_dividend, withdrawn_month, split=YYYY-MM-DD, local_midnight_bars, ignored_lookback, withdrawn_country, \
+                         bodies_by_item or envelope_field=NAME"
                     ));
                 }
             }
@@ -599,6 +605,14 @@ fn rewrite_body(
             object.insert(RENAMED_LIST.to_owned(), value);
         }
     }
+    if let Some(name) = &q.envelope_field
+        && let Some(object) = body.as_object_mut()
+    {
+        object.insert(
+            name.clone(),
+            json!({"source": "EDGAR full-text index", "ref": format!("fs_{}", object.len())}),
+        );
+    }
     if q.unpadded_ciks || q.offsetless_timestamps || q.frozen_updated_at || q.redated {
         walk(body, None, q);
     }
@@ -743,6 +757,7 @@ mod tests {
             let spec = match *name {
                 "page_cap" | "withhold_page" | "offset_cap" => format!("{name}=3"),
                 "split" => format!("{name}=2026-09-01"),
+                "envelope_field" => format!("{name}=factSource"),
                 "rename" | "null" => format!("{name}=wire"),
                 "rename_inner" => format!("{name}=regulation"),
                 "unserved" => format!("{name}=prices@MSFT:402"),

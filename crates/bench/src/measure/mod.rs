@@ -304,6 +304,14 @@ fn floors(
                 crate::warehouse::pages(s.connection(), table, LARGEST_PAGE, Some("company_key"), None, None)?;
             (pages + companies.saturating_sub(with_rows), companies)
         }
+        Fetch::SearchCursor(_) => {
+            // Each saved search's tape (one checkpoint each): its pages, one
+            // at least when it found nothing.
+            let searches = s.checkpoints(&pipeline.name)?.len() as u64;
+            let (pages, with_rows) =
+                crate::warehouse::pages(s.connection(), first_table, LARGEST_PAGE, Some("search"), None, None)?;
+            (pages + searches.saturating_sub(with_rows), searches)
+        }
         Fetch::OffsetWindows(windows) => {
             // Every record from the horizon (none: all) in full pages; again,
             // those from the first day with a record still pending (only a

@@ -170,7 +170,8 @@ table! {
     pub const SYNC_UNKNOWN_FIELDS: UnknownFieldRow = "_sync_unknown_fields" {
         /// The route, with identifiers as placeholders (`/api/v1/companies/{id}/prices`).
         route: Text,
-        /// The field's path in the record (`a.b` inside an object).
+        /// The field's path in the record (`a.b` inside an object); from the
+        /// body's root (`$.a`) for one of the envelope around the records.
         field: Text,
         /// A value as served (JSON text, at most 200 characters), from the first sighting.
         example: Text,
@@ -183,6 +184,27 @@ table! {
     }
     key: &["route", "field"],
     load: LoadRule::History,
+    lineage: false,
+}
+
+table! {
+    /// Envelope fields (a body's own, beside its record lists) that no reader
+    /// reads, kept as served, one row per response and field; each is also
+    /// named in `_sync_unknown_fields` as `$.<field>`.
+    pub const SYNC_ENVELOPE_FIELDS: EnvelopeFieldRow = "_sync_envelope_fields" {
+        /// The request's path and query, as sent.
+        route: Text,
+        /// The field's path from the body's root (`$.a.b`).
+        field: Text,
+        /// When the response was fetched (UTC).
+        fetched_at: Timestamp,
+        /// The value as served (JSON text).
+        value: Text,
+        /// The run that fetched it (`_sync_runs.run_id`).
+        run_id: Text,
+    }
+    key: &["route", "fetched_at", "field"],
+    load: LoadRule::Append,
     lineage: false,
 }
 
@@ -224,5 +246,6 @@ pub const BOOKKEEPING: &[&TableDef] = &[
     &SYNC_QUOTA,
     &SYNC_RESETS,
     &SYNC_UNKNOWN_FIELDS,
+    &SYNC_ENVELOPE_FIELDS,
     &SYNC_VERIFY,
 ];

@@ -5,7 +5,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{BodyError, Feed, Fetch, nothing_more, parse_body};
+use super::{BodyError, Feed, Fetch, nothing_more, parse_envelope};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
@@ -77,7 +77,7 @@ pub static FEED: Feed = Feed {
 
 /// `coverage_snapshots`; the checkpoint is the page's generation time.
 fn read(rows: &mut Rows, body: &[u8]) -> Result<String, BodyError> {
-    let page: CoveragePage = parse_body(body)?;
+    let page: CoveragePage = parse_envelope(rows, body)?;
     let observed = page.generated_at.date_naive();
     for market in &page.markets {
         for raw in &market.data_types {

@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{BodyError, Feed, Fetch, PerCompany, nothing_more, parse_body};
+use super::{BodyError, Feed, Fetch, PerCompany, nothing_more, parse_envelope};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
@@ -171,7 +171,7 @@ pub static FEED: Feed = Feed {
 };
 
 fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, BodyError> {
-    let page: DividendsPage = parse_body(body)?;
+    let page: DividendsPage = parse_envelope(rows, body)?;
     let as_of = rows.fetched_at.date_naive();
     Ok(read(rows, &page, company_key, as_of))
 }

@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 
 use super::{
     BodyError, CompanyIndex, Entry, Feed, Fetch, Params, ParentTexts, Pending, Stored, StoredParts, WindowPage,
-    Windows, nothing_more, page_limit, parse_body,
+    Windows, nothing_more, page_limit, parse_envelope,
 };
 use crate::batch::table;
 use crate::records::Rows;
@@ -191,7 +191,7 @@ fn paged(_route: &str, params: &Params) -> Result<(), String> {
 }
 
 fn read_wire(rows: &mut Rows, body: &[u8]) -> Result<WindowPage, BodyError> {
-    let page: EventsPage = parse_body(body)?;
+    let page: EventsPage = parse_envelope(rows, body)?;
     let records = page
         .events
         .iter()
@@ -212,7 +212,7 @@ fn read_wire(rows: &mut Rows, body: &[u8]) -> Result<WindowPage, BodyError> {
 }
 
 fn read_index(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Entry>, BodyError> {
-    let page: EventsPage = parse_body(body)?;
+    let page: EventsPage = parse_envelope(rows, body)?;
     Ok(page
         .events
         .iter()
@@ -225,7 +225,7 @@ fn read_index(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Ent
 }
 
 fn read_latest(rows: &mut Rows, body: &[u8]) -> Result<String, BodyError> {
-    let page: EventsPage = parse_body(body)?;
+    let page: EventsPage = parse_envelope(rows, body)?;
     for raw in &page.events {
         read(rows, raw, None, None);
     }

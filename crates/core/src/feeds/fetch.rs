@@ -26,9 +26,10 @@ pub type ReadCompanyKey = fn(&mut Rows, body: &[u8]) -> Result<Option<String>, B
 /// checkpoint holds.
 pub type CompanyQuery = fn(last: Option<NaiveDate>, today: NaiveDate, params: &Params) -> String;
 
-/// A reader of a tape's page: its items as rows, with `company_key` on a
-/// company's tape; what each item was, for the live stream's lag.
-pub type ReadTape = fn(&mut Rows, body: &[u8], company_key: Option<&str>) -> Result<Vec<Arrival>, BodyError>;
+/// A reader of a tape's page: its items as rows, with the tape's key (the
+/// company on a company's tape, the text on a saved search's); what each
+/// item was, for the live stream's lag.
+pub type ReadTape = fn(&mut Rows, body: &[u8], key: Option<&str>) -> Result<Vec<Arrival>, BodyError>;
 
 /// A reader of a company's index: rows, and each entry read.
 pub type ReadIndex = fn(&mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Entry>, BodyError>;
@@ -57,6 +58,9 @@ pub enum Fetch {
     Cursor(Tape),
     /// Each company's cursor-paged tape.
     CompanyCursor(Tape),
+    /// Each saved search's cursor-paged tape (`[news] searches`), its text
+    /// sent as `q`.
+    SearchCursor(Tape),
     /// Each company's index: whole history once, then only what is new.
     CompanyIndex(CompanyIndex),
     /// A market-wide list by one-day windows, each paged by offset.
@@ -96,7 +100,7 @@ impl Fetch {
             Fetch::Details(_) => &["{id}"],
             Fetch::PerCountry(_) => &["{country}"],
             Fetch::Layers(_) => &["{layers}"],
-            Fetch::Single(_) | Fetch::Cursor(_) | Fetch::OffsetWindows(_) => &[],
+            Fetch::Single(_) | Fetch::Cursor(_) | Fetch::SearchCursor(_) | Fetch::OffsetWindows(_) => &[],
         }
     }
 
@@ -104,7 +108,9 @@ impl Fetch {
     /// run reads all it needs.
     pub fn backfill(&self) -> Option<BackfillKind> {
         match self {
-            Fetch::Cursor(_) | Fetch::CompanyCursor(_) | Fetch::OffsetWindows(_) => Some(BackfillKind::Dated),
+            Fetch::Cursor(_) | Fetch::CompanyCursor(_) | Fetch::SearchCursor(_) | Fetch::OffsetWindows(_) => {
+                Some(BackfillKind::Dated)
+            }
             Fetch::ParentTexts(_) | Fetch::DocumentsAndSections(_) => Some(BackfillKind::Parts),
             Fetch::Single(_)
             | Fetch::PerCompany(_)
@@ -119,8 +125,14 @@ impl Fetch {
     /// The fewest requests a run of the engine sends, before it knows what
     /// changed: texts wait on the parent table, and a country's list leads
     /// to one history at least.
-    pub fn least_requests(&self, companies: u64, countries: u64) -> u64 {
+    pub fn least_requests(&self, reach: Reach) -> u64 {
+        let Reach {
+            companies,
+            countries,
+            searches,
+        } = reach;
         match self {
+            Fetch::SearchCursor(_) => searches,
             Fetch::ParentTexts(_) | Fetch::Details(_) => 0,
             Fetch::Universe(_)
             | Fetch::PerCompany(_)
@@ -129,6 +141,16 @@ impl Fetch {
             | Fetch::DocumentsAndSections(_) => companies,
             Fetch::PerCountry(_) => 2 * countries,
             Fetch::Single(_) | Fetch::Cursor(_) | Fetch::OffsetWindows(_) | Fetch::Layers(_) => 1,
+        }
+    }
+
+    /// Whether a run sends nothing at all: an engine that goes member by
+    /// member, with no member configured.
+    pub fn idle(&self, reach: Reach) -> bool {
+        match self {
+            Fetch::SearchCursor(_) => reach.searches == 0,
+            Fetch::PerCountry(_) => reach.countries == 0,
+            _ => self.per_company() && reach.companies == 0,
         }
     }
 
@@ -144,10 +166,31 @@ impl Fetch {
             Fetch::Single(_)
             | Fetch::PerCountry(_)
             | Fetch::Cursor(_)
+            | Fetch::SearchCursor(_)
             | Fetch::OffsetWindows(_)
             | Fetch::ParentTexts(_)
             | Fetch::Layers(_)
             | Fetch::Details(_) => false,
+        }
+    }
+}
+
+/// What a run's engines fan out over: [`Fetch::least_requests`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reach {
+    pub companies: u64,
+    pub countries: u64,
+    /// Saved searches (`[news] searches`).
+    pub searches: u64,
+}
+
+impl Reach {
+    /// As configured; `companies` the universe's identifiers, before they resolve.
+    pub fn of(config: &Config) -> Reach {
+        Reach {
+            companies: config.universe.companies.len() as u64,
+            countries: config.universe.countries.len() as u64,
+            searches: config.news.searches.len() as u64,
         }
     }
 }
@@ -227,7 +270,7 @@ pub struct Listed {
     pub raw: Box<RawValue>,
 }
 
-/// [`Fetch::Cursor`] and [`Fetch::CompanyCursor`]: a tape paged with the
+/// [`Fetch::Cursor`], [`Fetch::CompanyCursor`] and [`Fetch::SearchCursor`]: a tape paged with the
 /// wire contract's cursors (`after`, `before`, `changedSince`, `limit`).
 pub struct Tape {
     /// A page's own fields: what the next request needs; with `with_ids`,

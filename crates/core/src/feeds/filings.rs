@@ -6,7 +6,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{
-    BodyError, Document, DocumentParts, Feed, Fetch, Params, Part, Stored, StoredParts, parse_body, route_param,
+    BodyError, Document, DocumentParts, Feed, Fetch, Params, Part, Stored, StoredParts, parse_body, parse_envelope,
+    route_param,
 };
 use crate::batch::table;
 use crate::records::Rows;
@@ -130,7 +131,7 @@ fn check(_route: &str, params: &Params) -> Result<(), String> {
 }
 
 fn read_list(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Document>, BodyError> {
-    let page: FilingNotesPage = parse_body(body)?;
+    let page: FilingNotesPage = parse_envelope(rows, body)?;
     Ok(read(rows, &page, company_key)
         .into_iter()
         .map(|f| Document {

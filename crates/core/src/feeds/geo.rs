@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Feed, Fetch, Layers, Params, parse_body, route_param};
+use super::{Feed, Fetch, Layers, Params, parse_envelope, route_param};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
@@ -29,6 +29,9 @@ pub struct GeoLayer {
 /// `GET /geo/countries?layers=...`.
 #[derive(Debug, Deserialize)]
 pub struct GeoCountriesPage<'a> {
+    /// The layers asked, echoed: known, not stored (each count names its layer).
+    #[serde(default, borrow, rename = "layers")]
+    _layers: Option<&'a RawValue>,
     #[serde(borrow)]
     pub countries: Vec<&'a RawValue>,
 }
@@ -88,9 +91,13 @@ pub static FEED: Feed = Feed {
     auth: true,
     tables: &[&GEO_LAYERS, &GEO_COUNTRY_COUNTS],
     fetch: Fetch::Layers(Layers {
-        list: |rows, body, day| Ok(read_layers(rows, &parse_body(body)?, day)),
+        list: |rows, body, day| {
+            let page = parse_envelope(rows, body)?;
+            Ok(read_layers(rows, &page, day))
+        },
         read: |rows, body, day| {
-            read_counts(rows, &parse_body(body)?, day);
+            let page = parse_envelope(rows, body)?;
+            read_counts(rows, &page, day);
             Ok(())
         },
         counts: &GEO_COUNTRY_COUNTS,

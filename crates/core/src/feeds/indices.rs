@@ -4,7 +4,7 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{BodyError, Feed, Fetch, nothing_more, parse_body};
+use super::{BodyError, Feed, Fetch, nothing_more, parse_envelope};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::LoadRule;
@@ -113,7 +113,7 @@ pub static FEED: Feed = Feed {
 
 /// `index_snapshots` from the indices page.
 fn read(rows: &mut Rows, body: &[u8]) -> Result<String, BodyError> {
-    let page: IndicesPage = parse_body(body)?;
+    let page: IndicesPage = parse_envelope(rows, body)?;
     for raw in &page.indices {
         let Some(i) = rows.parse::<IndexEntry>(raw, "index entry") else {
             continue;

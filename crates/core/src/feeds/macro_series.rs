@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{BodyError, Feed, Fetch, Listed, Params, PerCountry, parse_body, route_param};
+use super::{BodyError, Feed, Fetch, Listed, Params, PerCountry, parse_body, parse_envelope, route_param};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
@@ -134,7 +134,7 @@ fn check(_route: &str, params: &Params) -> Result<(), String> {
 /// A country's `macro_countries` row and its series list: each series whose
 /// key the history route takes.
 fn read_list(rows: &mut Rows, body: &[u8]) -> Result<Vec<Listed>, BodyError> {
-    let page: CountryPage = parse_body(body)?;
+    let page: CountryPage = parse_envelope(rows, body)?;
     if let (Some(iso), Ok(text)) = (&page.iso, std::str::from_utf8(body)) {
         let row = MacroCountryRow {
             country: Some(iso),
@@ -173,7 +173,7 @@ fn is_series_key(key: &str) -> bool {
 /// One series' page: its `macro_series` row and every observation; the
 /// cursor is the newest vintage.
 fn read_history(rows: &mut Rows, body: &[u8], country: &str, listed: &Listed) -> Result<String, BodyError> {
-    let page: SeriesPage = parse_body(body)?;
+    let page: SeriesPage = parse_envelope(rows, body)?;
     let entry: SeriesRef = parse_body(listed.raw.get().as_bytes())?;
     read_series(rows, country, &listed.raw, &entry, &page);
     let newest_vintage = read_observations(rows, country, &listed.key, &page);

@@ -47,6 +47,7 @@ pub static FEEDS: &[&Feed] = &[
     &news::TOPICS,
     &news::BODIES,
     &news::TOP,
+    &news::SEARCHES,
     &prices::FEED,
     &regulation::FEED,
 ];
@@ -216,7 +217,7 @@ pub fn read_as_every_response(rows: &mut Rows, body: &[u8]) {
                     let _ = (per_country.read)(rows, body, "US", listed);
                 }
             }
-            Fetch::Cursor(tape) | Fetch::CompanyCursor(tape) => {
+            Fetch::Cursor(tape) | Fetch::CompanyCursor(tape) | Fetch::SearchCursor(tape) => {
                 let _ = (tape.head)(body, true);
                 let _ = (tape.read)(rows, body, Some(COMPANY));
             }
@@ -283,6 +284,24 @@ fn page_limit(params: &Params) -> Result<(), String> {
 /// that is not whole JSON is [`BodyError::Malformed`] (asked again); whole
 /// JSON without what the envelope needs (its list absent, renamed or `null`)
 /// is [`BodyError::Unreadable`], naming the top-level fields it did have.
+/// [`parse_body`] for a reader that maps rows: an envelope field no reader
+/// reads is noted ([`Rows::note_envelope`]). One pass: serde_ignored only
+/// watches the envelope's own fields go by.
+fn parse_envelope<'a, T: Deserialize<'a>>(rows: &mut Rows, body: &'a [u8]) -> Result<T, BodyError> {
+    let mut ignored = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    match serde_ignored::deserialize(&mut de, |path| ignored.push(path.to_string())) {
+        Ok(parsed) if de.end().is_ok() => {
+            if !ignored.is_empty() {
+                rows.note_envelope(&ignored, body);
+            }
+            Ok(parsed)
+        }
+        // The reasons as `parse_body` words them.
+        _ => parse_body(body),
+    }
+}
+
 fn parse_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, BodyError> {
     let first = match serde_json::from_slice(body) {
         Ok(parsed) => return Ok(parsed),

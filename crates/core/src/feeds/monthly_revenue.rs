@@ -6,13 +6,16 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{BodyError, Feed, Fetch, PerCompany, nothing_more, parse_body};
+use super::{BodyError, Feed, Fetch, PerCompany, nothing_more, parse_envelope};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::{LakePartition, LoadRule};
 
 #[derive(Debug, Deserialize)]
 pub struct MonthlyRevenuePage<'a> {
+    /// The company asked, echoed: known, not stored (rows carry the key asked).
+    #[serde(default, borrow, rename = "cik")]
+    _cik: Option<&'a RawValue>,
     pub symbol: Option<String>,
     pub currency: Option<String>,
     pub licence: Option<String>,
@@ -88,7 +91,7 @@ fn month_of(text: &str) -> Option<NaiveDate> {
 
 /// `monthly_revenue`; returns the newest month.
 fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, BodyError> {
-    let page: MonthlyRevenuePage = parse_body(body)?;
+    let page: MonthlyRevenuePage = parse_envelope(rows, body)?;
     let mut newest = None;
     // The route lists every month the company filed: a month it no longer
     // lists is withdrawn.

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::{
-    Arrival, BodyError, Details, Feed, Fetch, Params, Tape, TapeHead, nothing_more, page_limit, parse_body, route_param,
+    Arrival, BodyError, Details, Feed, Fetch, Params, Tape, TapeHead, nothing_more, page_limit, parse_body,
+    parse_envelope, route_param,
 };
 use crate::batch::table;
 use crate::records::Rows;
@@ -324,6 +325,24 @@ table! {
     lineage: false,
 }
 
+table! {
+    /// Which items each saved search (`[news] searches`) found at
+    /// `/news/search`; the items are in news_items (beyond the contract).
+    pub const NEWS_SEARCH_HITS: SearchHitRow = "news_search_hits" {
+        /// The saved search's text, as configured and sent as `q`.
+        search: Text,
+        /// The news item's id (news_items.id).
+        news_id: Text,
+        /// When fdsync (or the service, for news) first saw this value (UTC).
+        first_seen_at: Timestamp,
+        /// When the search first served the item to fdsync (UTC).
+        found_at: Timestamp,
+    }
+    key: &["search", "news_id"],
+    load: LoadRule::InsertOnce,
+    lineage: false,
+}
+
 /// `GET /news/top`.
 #[derive(Debug, Deserialize)]
 struct NewsTopPage<'a> {
@@ -369,6 +388,20 @@ pub static COMPANY: Feed = Feed {
     check: tape,
 };
 
+/// Each saved search's own tape at the search route, with the same cursors.
+pub static SEARCHES: Feed = Feed {
+    name: "news_searches",
+    route: "/api/v1/news/search",
+    auth: true,
+    tables: &[&NEWS_SEARCH_HITS, &NEWS_ITEMS, &NEWS_HEADLINE_REVISIONS, &NEWS_SOURCES],
+    fetch: Fetch::SearchCursor(Tape {
+        read: read_hits,
+        ..TAPE
+    }),
+    params: &["backfill_days", "page_limit"],
+    check: tape,
+};
+
 /// The bodies of full-text items the tapes stored without one, from the
 /// item route, most important first within `daily_requests`; the rest of
 /// each storyline comes with them. Nothing is asked when the tapes carry bodies.
@@ -391,7 +424,7 @@ pub static BODIES: Feed = Feed {
 /// The item and its storyline as `news_items` rows, and each as a member
 /// of its storyline: whether the item came with its body.
 fn read_item_page(rows: &mut Rows, body: &[u8], id: &str) -> Result<bool, BodyError> {
-    let page: NewsItemPage = parse_body(body)?;
+    let page: NewsItemPage = parse_envelope(rows, body)?;
     let served = serde_json::from_str::<NewsItem>(page.item.get()).ok();
     if served.as_ref().is_some_and(|item| item.id != id) {
         return Err(BodyError::Malformed(format!(
@@ -430,7 +463,7 @@ pub static TOP: Feed = Feed {
 
 /// A ranking as `news_top` rows at the time it was read, and its items.
 fn read_top(rows: &mut Rows, body: &[u8]) -> Result<String, BodyError> {
-    let page: NewsTopPage = parse_body(body)?;
+    let page: NewsTopPage = parse_envelope(rows, body)?;
     let window = page
         .window
         .filter(|w| !w.trim().is_empty())
@@ -529,7 +562,7 @@ fn read_head(body: &[u8], with_ids: bool) -> Result<TapeHead, BodyError> {
 
 /// Every item of a page ([`read_item`]).
 fn read_page(rows: &mut Rows, body: &[u8], company_key: Option<&str>) -> Result<Vec<Arrival>, BodyError> {
-    let page: NewsPage = parse_body(body)?;
+    let page: NewsPage = parse_envelope(rows, body)?;
     Ok(page
         .items
         .iter()
@@ -539,6 +572,30 @@ fn read_page(rows: &mut Rows, body: &[u8], company_key: Option<&str>) -> Result<
             rewritten: seen.rewritten,
         })
         .collect())
+}
+
+/// A search's page: every item ([`read_item`]), each a hit of `search`.
+fn read_hits(rows: &mut Rows, body: &[u8], search: Option<&str>) -> Result<Vec<Arrival>, BodyError> {
+    let page: NewsPage = parse_envelope(rows, body)?;
+    let mut arrivals = Vec::with_capacity(page.items.len());
+    for raw in &page.items {
+        let Some(seen) = read_item(rows, raw, None) else {
+            continue;
+        };
+        if let Some(search) = search {
+            rows.push_bare(SearchHitRow {
+                search: Some(search),
+                news_id: Some(&seen.id),
+                first_seen_at: seen.first_seen_at,
+                found_at: Some(rows.fetched_at),
+            });
+        }
+        arrivals.push(Arrival {
+            first_seen_at: seen.first_seen_at,
+            rewritten: seen.rewritten,
+        });
+    }
+    Ok(arrivals)
 }
 
 fn tape(_route: &str, params: &Params) -> Result<(), String> {
@@ -636,7 +693,7 @@ pub fn read_item(rows: &mut Rows, raw: &RawValue, company_key: Option<&str>) -> 
 
 /// `news_sources` from the sources route.
 fn read_sources(rows: &mut Rows, body: &[u8]) -> Result<String, BodyError> {
-    let page: NewsSourcesPage = parse_body(body)?;
+    let page: NewsSourcesPage = parse_envelope(rows, body)?;
     for raw in &page.sources {
         let Some(s) = rows.parse::<NewsSource>(raw, "news source") else {
             continue;
@@ -661,7 +718,7 @@ fn push_source(rows: &mut Rows, s: &NewsSource, raw: &str) {
 
 /// `news_topics` from the topic taxonomy.
 fn read_topics(rows: &mut Rows, body: &[u8]) -> Result<String, BodyError> {
-    let page: NewsTopicsPage = parse_body(body)?;
+    let page: NewsTopicsPage = parse_envelope(rows, body)?;
     for raw in &page.topics {
         let Some(t) = rows.parse::<NewsTopic>(raw, "news topic") else {
             continue;

@@ -5,7 +5,7 @@ use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::{BodyError, Feed, Fetch, Params, PerCompany, Restates, parse_body};
+use super::{BodyError, Feed, Fetch, Params, PerCompany, Restates, parse_envelope};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::Compression::{Dictionary, Fsst};
@@ -322,7 +322,7 @@ pub fn bar_date(t: i64, company_key: &str) -> Result<NaiveDate, String> {
 }
 
 fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, BodyError> {
-    let page: PricesPage = parse_body(body)?;
+    let page: PricesPage = parse_envelope(rows, body)?;
     Ok(read(rows, &page, company_key))
 }
 

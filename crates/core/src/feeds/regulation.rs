@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{BodyError, Feed, Fetch, PerCompany, nothing_more, parse_body};
+use super::{BodyError, Feed, Fetch, PerCompany, nothing_more, parse_envelope};
 use crate::batch::table;
 use crate::records::Rows;
 use crate::tables::LoadRule;
@@ -13,6 +13,9 @@ use crate::tables::LoadRule;
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RegulationPage<'a> {
+    /// The company asked, echoed: known, not stored (rows carry the key asked).
+    #[serde(default, borrow, rename = "cik")]
+    _cik: Option<&'a RawValue>,
     #[serde(borrow)]
     pub executive_actions: Vec<&'a RawValue>,
     pub coverage: Option<&'a RawValue>,
@@ -108,7 +111,7 @@ pub static FEED: Feed = Feed {
 /// `regulation_actions` (the company's whole set, replacing what was stored)
 /// and a `regulation_coverage` observation; the checkpoint is the day read.
 fn read_page(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Option<NaiveDate>, BodyError> {
-    let page: RegulationPage = parse_body(body)?;
+    let page: RegulationPage = parse_envelope(rows, body)?;
     rows.replace_partition(&REGULATION_ACTIONS, company_key);
     for raw in &page.executive_actions {
         let Some(a) = rows.parse::<ExecutiveAction>(raw, "executive action") else {

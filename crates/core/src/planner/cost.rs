@@ -124,7 +124,10 @@ pub fn forecast(
             Some(b) if !b.complete => (b.requests_left, b.requests_left.is_none()),
             Some(_) => (None, false),
             // Not started: how much there is shows once it has.
-            None => (None, p.feed.fetch.backfill().is_some()),
+            None => (
+                None,
+                p.feed.fetch.backfill().is_some() && !p.feed.fetch.idle(crate::feeds::Reach::of(config)),
+            ),
         };
         let per_day = runs_per_day * requests_per_run;
         out.push(PipelineForecast {
@@ -220,10 +223,6 @@ impl Cost {
         reader: Option<&BookkeepingReader>,
         now: DateTime<Utc>,
     ) -> Result<Cost, SyncError> {
-        let (companies, countries) = (
-            config.universe.companies.len() as u64,
-            config.universe.countries.len() as u64,
-        );
         let observed = match reader {
             Some(r) => r.requests_of_recent_runs(&p.name)?,
             None => Vec::new(),
@@ -233,7 +232,7 @@ impl Cost {
             None => None,
         };
         Ok(Cost {
-            least: p.feed.fetch.least_requests(companies, countries) as f64,
+            least: p.feed.fetch.least_requests(crate::feeds::Reach::of(config)) as f64,
             observed: median(&observed),
             texts_a_day,
         })
@@ -420,9 +419,14 @@ fn derive(
     let ladder = intervals(timer_minutes);
     let mut at: Vec<usize> = vec![0; pipelines.len()];
     // Each run counted as one request at least: a run that usually costs
-    // none (texts are asked per new part) is not free to repeat.
+    // none (texts are asked per new part) is not free to repeat. One with
+    // nothing to ask (no saved search) is.
+    let reach = crate::feeds::Reach::of(config);
     let cost_at = |i: usize, step: usize| {
         let runs = f64::from(MINUTES_A_DAY / ladder[step]);
+        if pipelines[i].feed.fetch.idle(reach) {
+            return 0.0;
+        }
         costs[i].per_day(runs).max(runs)
     };
     if let Some(budget) = budget {
@@ -435,7 +439,9 @@ fn derive(
         // The next step goes where it buys the most freshness a request:
         // minutes of interval saved, weighted by rank in priority order
         // (pipelines come sorted by it), the most important counting most.
-        let autos: Vec<usize> = (0..pipelines.len()).filter(|i| pipelines[*i].auto).collect();
+        let autos: Vec<usize> = (0..pipelines.len())
+            .filter(|i| pipelines[*i].auto && !pipelines[*i].feed.fetch.idle(reach))
+            .collect();
         loop {
             let best = autos
                 .iter()
@@ -547,6 +553,7 @@ fn texts_per_day(p: &Pipeline, reader: &BookkeepingReader, now: DateTime<Utc>) -
         | Fetch::PerCountry(_)
         | Fetch::Cursor(_)
         | Fetch::CompanyCursor(_)
+        | Fetch::SearchCursor(_)
         | Fetch::CompanyIndex(_)
         | Fetch::OffsetWindows(_)
         | Fetch::Layers(_) => return Ok(None),

@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 pub use crate::bookkeeping::RunTimes;
-use crate::config::UniverseConfig;
+use crate::config::Config;
+use crate::feeds::Reach;
 use crate::pipeline::Pipeline;
 use crate::sink::StoredCheckpoint;
 
@@ -191,12 +192,8 @@ pub fn stalest_first<M>(mut members: Vec<M>, synced_at: impl Fn(&M) -> Option<Da
 /// Companies are counted as configured (aliases of one company count twice
 /// here, so this errs on the side of warning).
 /// `resolved` holds the universe pipeline's checkpoints: identifier -> company key.
-pub fn requests_due(
-    pipelines: &[Pipeline],
-    universe: &UniverseConfig,
-    resolved: &HashMap<String, StoredCheckpoint>,
-) -> u64 {
-    let companies = &universe.companies;
+pub fn requests_due(pipelines: &[Pipeline], config: &Config, resolved: &HashMap<String, StoredCheckpoint>) -> u64 {
+    let companies = &config.universe.companies;
     let unresolved = companies.iter().filter(|c| !resolved.contains_key(c.trim())).count() as u64;
     let distinct = {
         let mut keys: Vec<&str> = companies
@@ -213,7 +210,10 @@ pub fn requests_due(
     let refreshes = pipelines.iter().any(Pipeline::resolves_universe);
     let mut due = if fans_out && !refreshes { unresolved } else { 0 };
     for p in pipelines {
-        due += p.feed.fetch.least_requests(distinct, universe.countries.len() as u64);
+        due += p.feed.fetch.least_requests(Reach {
+            companies: distinct,
+            ..Reach::of(config)
+        });
     }
     due
 }

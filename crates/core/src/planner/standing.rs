@@ -248,7 +248,7 @@ pub fn backfill_of(p: &Pipeline, reader: &BookkeepingReader) -> Result<Option<Ba
                 }),
             }
         }
-        Fetch::Cursor(_) | Fetch::CompanyCursor(_) => {
+        Fetch::Cursor(_) | Fetch::CompanyCursor(_) | Fetch::SearchCursor(_) => {
             let tapes: Vec<TapeBackfill> = reader
                 .checkpoints_of(&p.name)?
                 .iter()
@@ -269,10 +269,15 @@ pub fn backfill_of(p: &Pipeline, reader: &BookkeepingReader) -> Result<Option<Ba
             BackfillStatus {
                 complete: done == tapes.len() as u64,
                 reached,
-                share: matches!(p.feed.fetch, Fetch::CompanyCursor(_)).then_some(Share {
+                share: match p.feed.fetch {
+                    Fetch::CompanyCursor(_) => Some("company tapes"),
+                    Fetch::SearchCursor(_) => Some("search tapes"),
+                    _ => None,
+                }
+                .map(|unit| Share {
                     done,
                     total: tapes.len() as u64,
-                    unit: "company tapes",
+                    unit,
                 }),
                 ..Default::default()
             }

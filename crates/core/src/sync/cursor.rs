@@ -1,6 +1,7 @@
-//! The cursor engines ([`Fetch::Cursor`](crate::feeds::Fetch::Cursor) and
-//! [`Fetch::CompanyCursor`](crate::feeds::Fetch::CompanyCursor)): a tape, or each company's, read
-//! with the wire contract's cursors. A first sync reads the head and pages back with `before` to a
+//! The cursor engines ([`Fetch::Cursor`](crate::feeds::Fetch::Cursor),
+//! [`Fetch::CompanyCursor`](crate::feeds::Fetch::CompanyCursor) and
+//! [`Fetch::SearchCursor`](crate::feeds::Fetch::SearchCursor)): a tape, or each company's or saved
+//! search's, read with the wire contract's cursors. A first sync reads the head and pages back with `before` to a
 //! horizon; every sync then polls forward with `after` and `changedSince`, so new items and
 //! rewritten headlines both arrive. Each page commits with the cursor that follows it, so a crash
 //! or a quota wall resumes at that page.
@@ -70,18 +71,53 @@ impl TapeCursor {
     }
 }
 
-/// One tape to sync: the whole feed, or one company's.
+/// One tape to sync: the whole feed, or one company's or saved search's.
 struct Tape<'a> {
     pipeline: &'a Pipeline,
     feed: &'a Feed,
     route: String,
+    /// The filters (each `&name=value`) every request of the tape carries.
+    filters: String,
     partition: String,
-    /// For a company's tape: the company.
-    company_key: Option<String>,
+    owner: Owner,
     /// Shared by the tape's pages ([`Rows::share_seen`]).
     seen: SeenKeys,
     /// The service answered 404: a company it does not know, not asked again this run.
     unknown: AtomicBool,
+}
+
+impl<'a> Tape<'a> {
+    /// A tape not read yet this run; its checkpoint's partition is its owner's key.
+    fn new(pipeline: &'a Pipeline, feed: &'a Feed, route: String, filters: String, owner: Owner) -> Tape<'a> {
+        Tape {
+            pipeline,
+            feed,
+            route,
+            filters,
+            partition: owner.key().unwrap_or_default().to_owned(),
+            owner,
+            seen: SeenKeys::default(),
+            unknown: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Whose tape it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Owner {
+    Feed,
+    Company(String),
+    Search(String),
+}
+
+impl Owner {
+    /// What the tape's reader is given: the company, or the search's text.
+    fn key(&self) -> Option<&str> {
+        match self {
+            Owner::Feed => None,
+            Owner::Company(key) | Owner::Search(key) => Some(key),
+        }
+    }
 }
 
 /// One pass over a tape: what each of its requests and commits needs, and
@@ -111,15 +147,13 @@ impl Syncer {
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
         let checkpoints = self.checkpoints_of(pipeline).await?;
-        let tape = Tape {
+        let tape = Tape::new(
             pipeline,
             feed,
-            route: pipeline.route.clone(),
-            partition: String::new(),
-            company_key: None,
-            seen: SeenKeys::default(),
-            unknown: AtomicBool::new(false),
-        };
+            pipeline.route.clone(),
+            (feed.filters)(&self.config),
+            Owner::Feed,
+        );
         // The poll keeps its own forward position even while the live stream
         // runs ahead: skipping to the stream's would save no request (one
         // page answers either way) and could skip what arrived before the
@@ -142,14 +176,61 @@ impl Syncer {
         .await
     }
 
-    /// Every company's new items first, then the backfills, the least
-    /// advanced first: what the quota leaves after the fresh poll goes back.
+    /// Each company's tape ([`Syncer::run_tapes`]).
     pub(super) async fn run_company_tapes(
         &self,
         pipeline: &Pipeline,
         feed: &Feed,
         run_id: &str,
         members: Vec<Member>,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let filters = (feed.filters)(&self.config);
+        let tapes = members
+            .into_iter()
+            .map(|m| {
+                let route = pipeline.route.replace("{company}", &encode(&m.key));
+                Tape::new(pipeline, feed, route, filters.clone(), Owner::Company(m.key))
+            })
+            .collect();
+        self.run_tapes(pipeline, tapes, run_id, progress).await
+    }
+
+    /// Each saved search's tape ([`Syncer::run_tapes`]): the filters with
+    /// the search's text as `q`; its checkpoint's partition is the text.
+    pub(super) async fn run_search_tapes(
+        &self,
+        pipeline: &Pipeline,
+        feed: &Feed,
+        run_id: &str,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        let tapes = self
+            .config
+            .news
+            .searches
+            .iter()
+            .map(|search| {
+                let filters = self.config.news.search_query(search);
+                Tape::new(
+                    pipeline,
+                    feed,
+                    pipeline.route.clone(),
+                    filters,
+                    Owner::Search(search.clone()),
+                )
+            })
+            .collect();
+        self.run_tapes(pipeline, tapes, run_id, progress).await
+    }
+
+    /// Every tape's new items first, then the backfills, the least
+    /// advanced first: what the quota leaves after the fresh poll goes back.
+    async fn run_tapes(
+        &self,
+        pipeline: &Pipeline,
+        tapes: Vec<Tape<'_>>,
+        run_id: &str,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
         let checkpoints = self.checkpoints_of(pipeline).await?;
@@ -163,18 +244,9 @@ impl Syncer {
         self.commit_as_sent(run_id, progress, group, ahead, |done| async move {
             let mut noted = Progress::default();
             let done = &done;
-            let mut tapes: Vec<(Tape, TapeCursor)> = members
+            let mut tapes: Vec<(Tape, TapeCursor)> = tapes
                 .into_iter()
-                .map(|m| {
-                    let tape = Tape {
-                        pipeline,
-                        feed,
-                        route: pipeline.route.replace("{company}", &encode(&m.key)),
-                        partition: m.key.clone(),
-                        company_key: Some(m.key),
-                        seen: SeenKeys::default(),
-                        unknown: AtomicBool::new(false),
-                    };
+                .map(|tape| {
                     let cursor = TapeCursor::read(checkpoints.get(&tape.partition), &tape.partition);
                     (tape, cursor)
                 })
@@ -247,7 +319,7 @@ impl Syncer {
             tape,
             run_id,
             done,
-            tail: format!("limit={limit}{}", (tape.feed.filters)(&self.config)),
+            tail: format!("limit={limit}{}", tape.filters),
             pending: None,
         };
         let read = match pass {
@@ -293,7 +365,7 @@ impl Syncer {
             // not marked complete.
             if head
                 && page.head.items == 0
-                && r.tape.company_key.is_none()
+                && r.tape.owner == Owner::Feed
                 && !r.tail.is_empty()
                 && self.config.news.sends_comma_lists()
             {
@@ -425,7 +497,7 @@ impl Syncer {
                 let mapping = Mapping {
                     rows,
                     read: tape.feed.read,
-                    company_key: tape.company_key.clone(),
+                    key: tape.owner.key().map(str::to_owned),
                     items: head.items,
                 };
                 let packing = tokio::task::spawn_blocking(move || PackedPage::pack(&body, mapping));
@@ -434,16 +506,16 @@ impl Syncer {
             Err(e) if e.is_refusal() => {
                 let refusal = e.into_refusal().expect("a refusal");
                 tape.unknown.store(true, Ordering::Relaxed);
-                match &tape.company_key {
+                match &tape.owner {
                     // A company the route does not serve: remembered, not a failure.
-                    Some(company) => super::unserved::not_served(progress, company, refusal),
-                    None => progress.problems.push(refusal.to_string()),
+                    Owner::Company(company) => super::unserved::not_served(progress, company, refusal),
+                    Owner::Feed | Owner::Search(_) => progress.problems.push(refusal.to_string()),
                 }
                 Ok(None)
             }
-            // One company's answer that could not be read: quarantined, that
-            // company's tape stops, the others go on.
-            Err(e @ UpstreamError::Unreadable { .. }) if tape.company_key.is_some() => {
+            // One company's or search's answer that could not be read:
+            // quarantined, that tape stops, the others go on.
+            Err(e @ UpstreamError::Unreadable { .. }) if tape.owner != Owner::Feed => {
                 tape.unknown.store(true, Ordering::Relaxed);
                 if let SyncError::Unreadable(q) = upstream_error(e) {
                     progress.unreadable.push(*q);
@@ -544,7 +616,7 @@ mod tests {
         let mapping = Mapping {
             rows: Rows::new("run", "/api/v1/news/feed?limit=200", fetched_at),
             read: news_reader(),
-            company_key: None,
+            key: None,
             items: 2,
         };
         PackedPage::pack(body.as_bytes(), mapping)

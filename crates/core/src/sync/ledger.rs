@@ -123,7 +123,7 @@ impl Syncer {
             .ok()
             .and_then(Result::ok)
             .unwrap_or_default();
-        let due = planner::requests_due(pipelines, &self.config.universe, &known);
+        let due = planner::requests_due(pipelines, &self.config, &known);
         if due <= left || pipelines.len() < 2 {
             return None;
         }

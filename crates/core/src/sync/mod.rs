@@ -212,15 +212,12 @@ impl Syncer {
         };
         let mut universe: Option<Vec<Member>> = None;
         let mut failed = Vec::new();
-        let (companies, countries) = (
-            self.config.universe.companies.len() as u64,
-            self.config.universe.countries.len() as u64,
-        );
+        let reach = crate::feeds::Reach::of(&self.config);
         for round in 1..=MOST_ROUNDS {
             let mut cut = Vec::new();
             for (index, &pipeline) in queue.iter().enumerate() {
                 let later = &queue[index + 1..];
-                let least = |p: &Pipeline| p.feed.fetch.least_requests(companies, countries);
+                let least = |p: &Pipeline| p.feed.fetch.least_requests(reach);
                 let later_least: u64 = later.iter().map(|p| least(p)).sum();
                 // A backfill spends what the quota leaves after the fresh polls
                 // of the pipelines still to run.
@@ -453,6 +450,7 @@ impl Syncer {
         let result = match &pipeline.feed.fetch {
             Fetch::Single(read) => self.run_single(pipeline, *read, run_id, &mut progress).await,
             Fetch::Cursor(tape) => self.run_tape(pipeline, tape, run_id, &mut progress).await,
+            Fetch::SearchCursor(tape) => self.run_search_tapes(pipeline, tape, run_id, &mut progress).await,
             Fetch::OffsetWindows(windows) => self.run_windows(pipeline, windows, run_id, &mut progress).await,
             Fetch::Layers(layers) => self.run_layers(pipeline, layers, run_id, &mut progress).await,
             Fetch::PerCountry(per_country) => self.run_per_country(pipeline, per_country, run_id, &mut progress).await,
@@ -556,6 +554,7 @@ impl Syncer {
             Fetch::Universe(_) => Ok(()),
             Fetch::Single(_)
             | Fetch::Cursor(_)
+            | Fetch::SearchCursor(_)
             | Fetch::OffsetWindows(_)
             | Fetch::Layers(_)
             | Fetch::PerCountry(_)

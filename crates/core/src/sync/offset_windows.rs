@@ -190,8 +190,11 @@ impl Syncer {
             partition: DATES_PARTITION.into(),
             cursor: "inclusive".into(),
         };
-        let nothing = Rows::new(run_id, &route, self.clock.now());
-        self.commit(run_id, nothing, Some(checkpoint), progress).await?;
+        // Its record is not stored; what its envelope said is, as for any answer.
+        let mut noted = Rows::new(run_id, &route, page.rows.fetched_at);
+        noted.unknown_fields = page.rows.unknown_fields;
+        noted.envelope = page.rows.envelope;
+        self.commit(run_id, noted, Some(checkpoint), progress).await?;
         Ok(true)
     }
 

@@ -9,7 +9,8 @@ use crate::records::Rows;
 pub(super) struct Mapping {
     pub(super) rows: Rows,
     pub(super) read: crate::feeds::ReadTape,
-    pub(super) company_key: Option<String>,
+    /// The tape's key for its reader ([`crate::feeds::ReadTape`]).
+    pub(super) key: Option<String>,
     pub(super) items: usize,
 }
 
@@ -42,13 +43,10 @@ impl PackedPage {
     /// already, goes to quarantine whole rather than being lost.
     pub(super) fn unpack(self) -> Rows {
         let Mapping {
-            mut rows,
-            read,
-            company_key,
-            ..
+            mut rows, read, key, ..
         } = self.mapping;
         let body = lz4_flex::decompress_size_prepended(&self.packed).expect("fdsync's own lz4 of a page decompresses");
-        if let Err(e) = read(&mut rows, &body, company_key.as_deref()) {
+        if let Err(e) = read(&mut rows, &body, key.as_deref()) {
             rows.quarantine(&String::from_utf8_lossy(&body), format!("tape page: {e}"));
         }
         rows
