@@ -478,6 +478,53 @@ mod tests {
         );
     }
 
+    /// Envelope fields no reader reads, at the top, in a market object of
+    /// coverage, or beside a series' history: each named from the body's
+    /// root and kept with its value; the records read as without them.
+    #[test]
+    fn envelope_fields_no_reader_reads_are_named_and_kept() {
+        let mut rows = Rows::new("run", "/api/v1/landing/coverage", chrono::DateTime::UNIX_EPOCH);
+        let Fetch::Single(read) = &feed("coverage").expect("coverage").fetch else {
+            unreachable!("coverage is one request")
+        };
+        let body = r#"{"generatedAt":"2026-11-25T00:00:00Z","factSource":{"ref":"fs_1"},"markets":[{"market":"US","companies":5,"currency":"USD","dataTypes":[{"type":"prices","historyFrom":"1990-01-02","completenessPct":99.1,"periods":10}]}]}"#;
+        read(&mut rows, body.as_bytes()).expect("read");
+        let kept: Vec<(&str, &str)> = rows
+            .envelope
+            .iter()
+            .map(|f| (f.unknown.field.as_str(), f.value.as_str()))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                ("$.factSource", r#"{"ref":"fs_1"}"#),
+                ("$.markets[].currency", r#""USD""#)
+            ]
+        );
+        assert_eq!(rows.unknown_fields.len(), 2);
+        assert_eq!(rows.unknown_fields[0].route, "/api/v1/landing/coverage");
+
+        let mut rows = Rows::new(
+            "run",
+            "/api/v1/countries/US/series?key=GDP",
+            chrono::DateTime::UNIX_EPOCH,
+        );
+        let Fetch::PerCountry(per_country) = &feed("macro").expect("macro").fetch else {
+            unreachable!("macro goes by country")
+        };
+        let listed = Listed {
+            key: "GDP".into(),
+            raw: serde_json::value::RawValue::from_string(r#"{"key":"GDP"}"#.into()).expect("JSON"),
+        };
+        let body = r#"{"history":[{"period":"2026-09-01","value":2.9,"vintage":"2026-10-15"}],"frequency":"quarterly","units":"percent"}"#;
+        (per_country.read)(&mut rows, body.as_bytes(), "US", &listed).expect("read");
+        assert_eq!(rows.envelope.len(), 1);
+        assert_eq!(rows.envelope[0].unknown.field, "$.units");
+        assert_eq!(rows.envelope[0].unknown.route, "/api/v1/countries/{iso}/series");
+        assert_eq!(rows.envelope[0].value, r#""percent""#);
+        assert!(rows.row_count() >= 1, "the history still reads");
+    }
+
     /// A list absent, renamed or null is unreadable (the body names what it
     /// had); a body cut short is malformed, and asked again.
     #[test]
