@@ -186,35 +186,6 @@ fn event_row(e: &events::Event, now: DateTime<Utc>) -> String {
     )
 }
 
-/// The wire's tally per family (`counts=1`), kept for each window read:
-/// every family's count equals the events of that family the window holds
-/// in the warehouse once read whole.
-/// Ground truth: events_wire.
-#[tokio::test]
-async fn the_wire_s_tally_per_family_equals_the_events_of_each_window_read() {
-    let config = crate::util::emulator_config(&crate::util::frozen_clock(), PlanLimits::build());
-    let h = Harness::with_emulator(config, &["MSFT"]).await;
-    let mut pipelines = h.only(&["events_wire"]);
-    pipelines[0].params.backfill_days = Some(5);
-    run_ok(&h, &pipelines).await;
-    let tallies = h.int("SELECT count(*) FROM events_wire_counts").await;
-    assert!(tallies > 0, "no tally kept");
-    let differ = h
-        .strings(
-            "SELECT CAST(c.window_from AS VARCHAR) || '..' || CAST(c.window_to AS VARCHAR) || ' ' || c.family \
-             || ': ' || c.events || ' counted, ' || count(e.accession) || ' stored' \
-             FROM events_wire_counts c LEFT JOIN events e \
-             ON e.family = c.family AND e.filing_date BETWEEN c.window_from AND c.window_to \
-             GROUP BY c.window_from, c.window_to, c.family, c.events HAVING c.events <> count(e.accession)",
-        )
-        .await;
-    assert!(differ.is_empty(), "{differ:?}");
-    // Read again with nothing moved: a window's unchanged tally adds no row.
-    run_ok(&h, &pipelines).await;
-    h.assert_unique("events_wire_counts", "window_from, window_to, family")
-        .await;
-}
-
 /// The wire (with filings arriving while it is read), latest, each company's
 /// index, and item texts: every event from the wire's horizon plus the
 /// companies' whole history, each with the headline the gate has passed by

@@ -31,9 +31,6 @@ pub struct EventsPage<'a> {
     /// The wire only: the page size the service used, which may be less than asked.
     #[serde(default, deserialize_with = "crate::wire::tolerant::option_count")]
     pub limit: Option<u64>,
-    /// The wire with `counts=1`: events per family in the window asked.
-    #[serde(default, borrow)]
-    pub counts: Option<&'a RawValue>,
 }
 
 /// An 8-K event entry; the wire and latest add who filed it.
@@ -135,39 +132,17 @@ pub static FEED: Feed = Feed {
     check: nothing_more,
 };
 
-table! {
-    /// The wire's own tally (`counts=1`) of the events per family in a window
-    /// fdsync read, as served at `observed_at`; a row when a family's tally
-    /// moves. `raw` is the whole tally as served (beyond the contract).
-    pub const EVENTS_WIRE_COUNTS: WireCountRow = "events_wire_counts" {
-        /// The window's first day (`from`, inclusive).
-        window_from: Date,
-        /// The window's last day (`to`, inclusive).
-        window_to: Date,
-        /// The 8-K family counted (earnings, leadership, m_and_a, ...).
-        family: Text,
-        /// Events of the family in the window, as the service counts them.
-        events: Int,
-        /// When fdsync read the tally (UTC).
-        observed_at: Timestamp,
-    }
-    key: &["window_from", "window_to", "family", "observed_at"],
-    load: LoadRule::AppendOnChange,
-}
-
 /// The market-wide wire, by filing-date windows paged by offset.
 pub static WIRE: Feed = Feed {
     name: "events_wire",
     route: "/api/v1/events/wire",
     auth: true,
-    tables: &[&EVENTS, &EVENTS_WIRE_COUNTS],
+    tables: &[&EVENTS],
     fetch: Fetch::OffsetWindows(Windows {
-        query: |from, to, newest_first, limit, offset, tally| {
-            // The tally rides on a window's first page: one per window read.
-            let counts = if tally && from.is_some() { "&counts=1" } else { "" };
+        query: |from, to, newest_first, limit, offset| {
             let from = from.map(|d| format!("from={d}&")).unwrap_or_default();
             let sort = if newest_first { "newest" } else { "oldest" };
-            format!("{from}to={to}&sort={sort}&limit={limit}&offset={offset}{counts}")
+            format!("{from}to={to}&sort={sort}&limit={limit}&offset={offset}")
         },
         read: read_wire,
         stored: &STORED,
@@ -217,9 +192,6 @@ fn paged(_route: &str, params: &Params) -> Result<(), String> {
 
 fn read_wire(rows: &mut Rows, body: &[u8]) -> Result<WindowPage, BodyError> {
     let page: EventsPage = parse_envelope(rows, body)?;
-    if let Some(counts) = page.counts {
-        read_counts(rows, counts);
-    }
     let records = page
         .events
         .iter()
@@ -237,53 +209,6 @@ fn read_wire(rows: &mut Rows, body: &[u8]) -> Result<WindowPage, BodyError> {
         total: page.total,
         limit: page.limit,
     })
-}
-
-/// The tally of a window's first page as `events_wire_counts` rows, dated by
-/// the window the request asked; one that is not a count per family is
-/// quarantined whole.
-fn read_counts(rows: &mut Rows, counts: &RawValue) {
-    let asked = |name: &str| {
-        let query = rows.route.split_once('?').map_or("", |(_, q)| q);
-        url::form_urlencoded::parse(query.as_bytes())
-            .find(|(k, _)| k == name)
-            .and_then(|(_, v)| v.parse::<NaiveDate>().ok())
-    };
-    let (Some(from), Some(to)) = (asked("from"), asked("to")) else {
-        return;
-    };
-    let tally: Result<Vec<(String, i64)>, String> =
-        serde_json::from_str::<std::collections::BTreeMap<String, serde_json::Value>>(counts.get())
-            .map_err(|e| e.to_string())
-            .and_then(|tally| {
-                tally
-                    .into_iter()
-                    // A value that is no number is not a family's count (it stays in raw).
-                    .filter(|(_, n)| n.is_number())
-                    .map(|(family, n)| match n.as_f64() {
-                        Some(f) if f >= 0.0 && f.fract() == 0.0 && f < 9.0e15 => Ok((family, f as i64)),
-                        _ => Err(format!("{family}: {n} is not a count")),
-                    })
-                    .collect()
-            });
-    let tally = match tally {
-        Ok(tally) => tally,
-        Err(why) => {
-            rows.quarantine(counts.get(), format!("wire counts: {why}"));
-            return;
-        }
-    };
-    let observed_at = rows.fetched_at;
-    for (family, events) in &tally {
-        let row = WireCountRow {
-            window_from: Some(from),
-            window_to: Some(to),
-            family: Some(family),
-            events: Some(*events),
-            observed_at: Some(observed_at),
-        };
-        rows.push(row, counts.get());
-    }
 }
 
 fn read_index(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Entry>, BodyError> {

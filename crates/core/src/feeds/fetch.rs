@@ -360,10 +360,8 @@ pub struct Entry {
 /// [`Fetch::OffsetWindows`].
 pub struct Windows {
     /// The query (without `?`) of one page of the records dated `from`
-    /// (open: from the start) to `to`, inclusive, newest or oldest first;
-    /// with `tally`, asking the window's own count by kind (its first page read).
-    pub query:
-        fn(from: Option<NaiveDate>, to: NaiveDate, newest_first: bool, limit: u32, offset: u64, tally: bool) -> String,
+    /// (open: from the start) to `to`, inclusive, newest or oldest first.
+    pub query: fn(from: Option<NaiveDate>, to: NaiveDate, newest_first: bool, limit: u32, offset: u64) -> String,
     /// A page as rows: its records and the window's total.
     pub read: fn(&mut Rows, body: &[u8]) -> Result<WindowPage, BodyError>,
     pub stored: &'static Stored,

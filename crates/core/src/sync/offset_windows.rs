@@ -174,7 +174,7 @@ impl Syncer {
         let Some(day) = self.sink.call(move |s| s.newest_dated(stored, today)).await?? else {
             return Ok(false);
         };
-        let route = format!("{}?{}", pipeline.route, (feed.query)(Some(day), day, true, 1, 0, false));
+        let route = format!("{}?{}", pipeline.route, (feed.query)(Some(day), day, true, 1, 0));
         // A check, not a read: the day may lie past the pipeline's horizon
         // (a record another pipeline stored), so its record is not stored.
         let page = self.window_page(feed, run_id, &route).await?;
@@ -249,7 +249,7 @@ impl Syncer {
             let route = format!(
                 "{}?{}",
                 pipeline.route,
-                (feed.query)(from, to, newest_first, limit, asked, asked == 0)
+                (feed.query)(from, to, newest_first, limit, asked)
             );
             let page = self.window_page(feed, run_id, &route).await?;
             if !page.records.is_empty() && state.previous_digest.replace(page.digest) == Some(page.digest) {
