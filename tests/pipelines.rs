@@ -879,6 +879,29 @@ async fn each_saved_search_holds_exactly_what_the_search_route_finds() {
         0
     );
     h.assert_unique("news_search_hits", "search, news_id").await;
+
+    // A search removed keeps its hits; its tape retires and no longer counts
+    // in the status. Configured again, it goes on from where it stood.
+    let tapes = |status: fdsync_core::planner::standing::Status| {
+        status.pipelines[0]
+            .backfill
+            .as_ref()
+            .and_then(|b| b.share.as_ref())
+            .map(|s| s.total)
+    };
+    let hits = h.int("SELECT count(*) FROM news_search_hits").await;
+    h.restart(|c| c.news.searches = vec![searches[0].clone()]).await;
+    run_ok(&h, &pipelines).await;
+    assert_eq!(tapes(h.syncer.status(&pipelines).await.unwrap()), Some(1));
+    assert!(h.int("SELECT count(*) FROM news_search_hits").await >= hits);
+    h.restart(|c| c.news.searches = searches.clone()).await;
+    let (report, result) = h.syncer.run_once(&pipelines).await;
+    result.unwrap();
+    assert_eq!(
+        report.outcomes[0].requests, 2,
+        "one forward poll a search, no backfill again"
+    );
+    assert_eq!(tapes(h.syncer.status(&pipelines).await.unwrap()), Some(2));
 }
 
 /// Full-text items a tape stored without a body get it from the item route,

@@ -88,6 +88,11 @@ pub struct TapeCursor {
     /// The backfill reached the start of the tape.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) complete: bool,
+    /// A saved search no longer configured: not read, and its backfill
+    /// neither counts nor keeps the pipeline due; configured again, it
+    /// goes on from here.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) retired: bool,
 }
 
 /// How far one tape's backfill reached, read from its checkpoint.
@@ -98,9 +103,9 @@ pub struct TapeBackfill {
 }
 
 impl TapeBackfill {
-    /// `None` for a cursor that does not parse.
+    /// `None` for a cursor that does not parse, or a retired tape's.
     pub fn parse(cursor: &str) -> Option<TapeBackfill> {
-        let c: TapeCursor = serde_json::from_str(cursor).ok()?;
+        let c: TapeCursor = serde_json::from_str(cursor).ok().filter(|c: &TapeCursor| !c.retired)?;
         Some(TapeBackfill {
             reached: c.reached,
             complete: c.complete,

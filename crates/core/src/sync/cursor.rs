@@ -205,6 +205,7 @@ impl Syncer {
         run_id: &str,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
+        self.retire_unconfigured_searches(pipeline, run_id, progress).await?;
         let tapes = self
             .config
             .news
@@ -222,6 +223,28 @@ impl Syncer {
             })
             .collect();
         self.run_tapes(pipeline, tapes, run_id, progress).await
+    }
+
+    /// Marks the tape of each search no longer configured as retired, once:
+    /// its hits stay, and its unfinished backfill no longer keeps the
+    /// pipeline due or counts in its status.
+    async fn retire_unconfigured_searches(
+        &self,
+        pipeline: &Pipeline,
+        run_id: &str,
+        progress: &mut Progress,
+    ) -> Result<(), SyncError> {
+        for (partition, stored) in self.checkpoints_of(pipeline).await? {
+            let mut cursor = TapeCursor::read(Some(&stored), &partition);
+            if cursor.retired || self.config.news.searches.contains(&partition) {
+                continue;
+            }
+            cursor.retired = true;
+            let checkpoint = cursor.checkpoint(&pipeline.name, &partition);
+            let rows = Rows::new(run_id, &pipeline.route, self.clock.now());
+            self.commit(run_id, rows, Some(checkpoint), progress).await?;
+        }
+        Ok(())
     }
 
     /// Every tape's new items first, then the backfills, the least
@@ -247,7 +270,9 @@ impl Syncer {
             let mut tapes: Vec<(Tape, TapeCursor)> = tapes
                 .into_iter()
                 .map(|tape| {
-                    let cursor = TapeCursor::read(checkpoints.get(&tape.partition), &tape.partition);
+                    let mut cursor = TapeCursor::read(checkpoints.get(&tape.partition), &tape.partition);
+                    // Read again, a retired search's tape is a tape like any other.
+                    cursor.retired = false;
                     (tape, cursor)
                 })
                 .collect();
