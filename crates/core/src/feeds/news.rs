@@ -562,24 +562,25 @@ fn read_head(body: &[u8], with_ids: bool) -> Result<TapeHead, BodyError> {
 
 /// Every item of a page ([`read_item`]).
 fn read_page(rows: &mut Rows, body: &[u8], company_key: Option<&str>) -> Result<Vec<Arrival>, BodyError> {
-    let page: NewsPage = parse_envelope(rows, body)?;
-    Ok(page
-        .items
-        .iter()
-        .filter_map(|raw| read_item(rows, raw, company_key))
-        .map(|seen| Arrival {
-            first_seen_at: seen.first_seen_at,
-            rewritten: seen.rewritten,
-        })
-        .collect())
+    read_items(rows, body, company_key, None)
 }
 
 /// A search's page: every item ([`read_item`]), each a hit of `search`.
 fn read_hits(rows: &mut Rows, body: &[u8], search: Option<&str>) -> Result<Vec<Arrival>, BodyError> {
+    read_items(rows, body, None, search)
+}
+
+/// A page's items as rows; with `search`, each also a hit of it.
+fn read_items(
+    rows: &mut Rows,
+    body: &[u8],
+    company_key: Option<&str>,
+    search: Option<&str>,
+) -> Result<Vec<Arrival>, BodyError> {
     let page: NewsPage = parse_envelope(rows, body)?;
     let mut arrivals = Vec::with_capacity(page.items.len());
     for raw in &page.items {
-        let Some(seen) = read_item(rows, raw, None) else {
+        let Some(seen) = read_item(rows, raw, company_key) else {
             continue;
         };
         if let Some(search) = search {

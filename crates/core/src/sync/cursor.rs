@@ -6,6 +6,7 @@
 //! rewritten headlines both arrive. Each page commits with the cursor that follows it, so a crash
 //! or a quota wall resumes at that page.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, Utc};
@@ -193,7 +194,8 @@ impl Syncer {
                 Tape::new(pipeline, feed, route, filters.clone(), Owner::Company(m.key))
             })
             .collect();
-        self.run_tapes(pipeline, tapes, run_id, progress).await
+        let checkpoints = self.checkpoints_of(pipeline).await?;
+        self.run_tapes(pipeline, tapes, &checkpoints, run_id, progress).await
     }
 
     /// Each saved search's tape ([`Syncer::run_tapes`]): the filters with
@@ -205,7 +207,9 @@ impl Syncer {
         run_id: &str,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
-        self.retire_unconfigured_searches(pipeline, run_id, progress).await?;
+        let checkpoints = self.checkpoints_of(pipeline).await?;
+        self.retire_unconfigured_searches(pipeline, &checkpoints, run_id, progress)
+            .await?;
         let tapes = self
             .config
             .news
@@ -222,7 +226,7 @@ impl Syncer {
                 )
             })
             .collect();
-        self.run_tapes(pipeline, tapes, run_id, progress).await
+        self.run_tapes(pipeline, tapes, &checkpoints, run_id, progress).await
     }
 
     /// Marks the tape of each search no longer configured as retired, once:
@@ -231,16 +235,17 @@ impl Syncer {
     async fn retire_unconfigured_searches(
         &self,
         pipeline: &Pipeline,
+        checkpoints: &HashMap<String, StoredCheckpoint>,
         run_id: &str,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
-        for (partition, stored) in self.checkpoints_of(pipeline).await? {
-            let mut cursor = TapeCursor::read(Some(&stored), &partition);
-            if cursor.retired || self.config.news.searches.contains(&partition) {
+        for (partition, stored) in checkpoints {
+            let mut cursor = TapeCursor::read(Some(stored), partition);
+            if cursor.retired || self.config.news.searches.contains(partition) {
                 continue;
             }
             cursor.retired = true;
-            let checkpoint = cursor.checkpoint(&pipeline.name, &partition);
+            let checkpoint = cursor.checkpoint(&pipeline.name, partition);
             let rows = Rows::new(run_id, &pipeline.route, self.clock.now());
             self.commit(run_id, rows, Some(checkpoint), progress).await?;
         }
@@ -253,11 +258,10 @@ impl Syncer {
         &self,
         pipeline: &Pipeline,
         tapes: Vec<Tape<'_>>,
+        checkpoints: &HashMap<String, StoredCheckpoint>,
         run_id: &str,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
-        let checkpoints = self.checkpoints_of(pipeline).await?;
-        let checkpoints = &checkpoints;
         let concurrency = self.config.upstream.concurrency;
         // Each company's pages go in order; companies share the rate budget,
         // and the pages of several companies that arrive while a commit runs
