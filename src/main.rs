@@ -10,6 +10,7 @@
 mod common;
 mod demo;
 mod emulator;
+mod init;
 mod lake;
 mod run;
 
@@ -32,9 +33,11 @@ use fdsync_core::sync::SyncError;
     after_help = "docs/operations.md explains every command; `fdsync <command> --help` shows one with an example."
 )]
 struct Cli {
-    /// Configuration file (TOML). Every key can be overridden as FDSYNC_<SECTION>__<KEY>.
-    #[arg(long, global = true, env = "FDSYNC_CONFIG", default_value = "config/fdsync.toml")]
-    config: PathBuf,
+    /// Configuration file (TOML). Without it: ./config/fdsync.toml, then
+    /// ~/.config/fdsync/fdsync.toml, then /etc/fdsync/fdsync.toml, else the
+    /// built-in default. Every key can be overridden as FDSYNC_<SECTION>__<KEY>.
+    #[arg(long, global = true, env = "FDSYNC_CONFIG")]
+    config: Option<PathBuf>,
     /// Log line format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -95,6 +98,16 @@ enum Command {
         /// the next run resumes from the checkpoints, stalest companies first.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         max_requests: Option<u64>,
+        /// Backfill back to this date (YYYY-MM-DD, UTC) in this run instead of
+        /// the pipeline files' horizons (`backfill_days`, `since`): the tapes
+        /// and the wire reach back to it. Nothing stored before it is deleted.
+        #[arg(long, value_name = "DATE")]
+        since: Option<chrono::NaiveDate>,
+        /// After the run, write its Prometheus series here (for node
+        /// exporter's textfile collector), replacing the file atomically;
+        /// default [metrics] textfile.
+        #[arg(long, value_name = "FILE")]
+        metrics_file: Option<PathBuf>,
         /// Print one JSON document instead of the table: per pipeline its
         /// status, requests, rows, checkpoint, work left, next run; the quota
         /// left; the lake publish (docs/operations.md, "The run summary").
@@ -170,17 +183,25 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Make a pipeline (or one company in it) backfill again on its next run.
+    /// Make a pipeline (or one company in it, or every pipeline writing a
+    /// table) backfill again on its next run.
     ///
     /// Forgets its checkpoints and, with --drop-rows, deletes the rows it wrote
     /// first. Recorded in _sync_resets; the lake rebuilds the tables whose
     /// rows went on its next publish. Refused while another process (a
     /// daemon, a sync) holds the warehouse.
     ///
-    /// Example: fdsync reset prices --company MSFT --drop-rows
+    /// Examples: fdsync reset prices --company MSFT --drop-rows
+    ///           fdsync reset --table events_wire_counts --drop-rows
     Reset {
-        /// The pipeline, by its name in the pipelines folder.
-        pipeline: String,
+        /// The pipeline, by its name in the pipelines folder (with --table:
+        /// only this one of the table's writers).
+        #[arg(required_unless_present = "table")]
+        pipeline: Option<String>,
+        /// Only this table: --drop-rows deletes its rows alone; without a
+        /// pipeline, every pipeline that writes it is reset.
+        #[arg(long, value_name = "TABLE")]
+        table: Option<String>,
         /// Only this company: its key, CIK or symbol.
         #[arg(long, value_name = "ID")]
         company: Option<String>,
@@ -216,6 +237,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the checkpoints: where each pipeline (and each company, country,
+    /// series or tape in it) resumes, and when each last moved, as stored.
+    /// Reads the warehouse without writing; works while the daemon runs.
+    ///
+    /// Example: fdsync state events_wire
+    State {
+        /// Only this pipeline's, by its name in the pipelines folder.
+        pipeline: Option<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Forecast the requests each pipeline spends a day and a month (steady
     /// state, and the backfill left) against the plan's quota, from the
     /// config, the pipelines and what the warehouse holds; sends no request.
@@ -241,10 +274,26 @@ enum Command {
     #[command(subcommand)]
     Lake(lake::LakeCommand),
     /// Start the emulator, sync everything into a fresh local DuckDB, and show example queries.
+    ///
+    /// Works from any folder: without a config file it uses the built-in one
+    /// and pipelines; the warehouse goes under the current folder.
     Demo {
         /// Where the demo warehouse is written (replaced on every run).
         #[arg(long, default_value = "data/demo.duckdb")]
         warehouse: PathBuf,
+    },
+    /// Write the built-in configuration and pipelines out for editing:
+    /// DIR/config/fdsync.toml and DIR/pipelines/*.toml, where a run from DIR
+    /// finds them. Refuses to replace a file unless --force.
+    ///
+    /// Example: fdsync init ~/fdsync && cd ~/fdsync && fdsync check
+    Init {
+        /// The folder to write into (created if missing).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Replace files that exist.
+        #[arg(long)]
+        force: bool,
     },
     /// Print a shell completion script.
     ///
@@ -280,11 +329,14 @@ fn init_logging(cli: &Cli) {
     // Dependencies stay at info: their trace output would be noise, not ours to
     // show. The Delta libraries log every table snapshot at info, and a table
     // not yet created as an error; what matters reaches us as their results.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FDSYNC_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!(
-            "info,buoyant_kernel=off,buoyant_kernel_engine=off,deltalake_core=warn,fdsync={level}"
-        ))
-    });
+    // FDSYNC_LOG, else the convention RUST_LOG, else the flags.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FDSYNC_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new(format!(
+                "info,buoyant_kernel=off,buoyant_kernel_engine=off,deltalake_core=warn,fdsync={level}"
+            ))
+        });
     fdsync_core::progress::init(matches!(cli.log_format, LogFormat::Text) && !cli.quiet);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -292,7 +344,9 @@ fn init_logging(cli: &Cli) {
         .with_writer(fdsync_core::progress::LogWriter);
     match cli.log_format {
         LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        // One flat object a line: `message`, `level`, `target` and the
+        // event's fields side by side, as log shippers index them.
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).init(),
     }
 }
 
@@ -348,22 +402,28 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             tracing::debug!(message = "Could not purge in the background.", error = %e);
         }
     }
-    let config = || Config::load(&cli.config).map_err(SyncError::from);
+    let config = || {
+        let (config, source) = Config::locate(cli.config.as_deref()).map_err(SyncError::from)?;
+        tracing::debug!(message = "Configuration read.", from = %source);
+        Ok::<_, SyncError>(config)
+    };
     match cli.command {
         Command::Sync {
             once: _,
             pipelines,
             all,
             max_requests,
+            since,
+            metrics_file,
             json,
-        } => run::sync_once(config()?, pipelines, all, max_requests, json).await,
+        } => run::sync_once(config()?, pipelines, all, max_requests, since, metrics_file, json).await,
         Command::Daemon {
             pipelines,
             no_stream,
             metrics_addr,
         } => run::daemon(config()?, pipelines, no_stream, metrics_addr).await,
         Command::Stream { pipeline } => run::stream(config()?, pipeline).await,
-        Command::Check { json } => run::check(&cli.config, json).await,
+        Command::Check { json } => run::check(cli.config.as_deref(), json).await,
         Command::Schema { format, out } => {
             let text = match format {
                 SchemaFormat::Markdown => fdsync_commands::schema::markdown(),
@@ -378,11 +438,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Reset {
             pipeline,
+            table,
             company,
             drop_rows,
             json,
-        } => run::reset(config()?, pipeline, company, drop_rows, json).await,
+        } => run::reset(config()?, pipeline, table, company, drop_rows, json).await,
         Command::Status { json } => run::status(&config()?, json),
+        Command::State { pipeline, json } => run::state(&config()?, pipeline, json),
         Command::Verify {
             budget,
             pipelines,
@@ -394,7 +456,16 @@ async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             timer_minutes,
         } => run::plan(&config()?, json, plan.as_deref(), timer_minutes),
         Command::Lake(command) => lake::run(&config()?, command).await,
-        Command::Demo { warehouse } => Ok(demo::run(config()?, &warehouse, &mut std::io::stdout()).await?),
+        Command::Demo { warehouse } => {
+            let (config, source) = Config::locate(cli.config.as_deref()).map_err(SyncError::from)?;
+            println!(
+                "config: {source}; pipelines: {} ({})",
+                fdsync_core::pipeline::source_of(&config.pipelines.dir),
+                config.pipelines.dir.display()
+            );
+            Ok(demo::run(config, &warehouse, &mut std::io::stdout()).await?)
+        }
+        Command::Init { dir, force } => init::run(&dir, force, &mut std::io::stdout()),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "fdsync", &mut std::io::stdout());
             Ok(())

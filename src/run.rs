@@ -18,6 +18,8 @@ pub async fn sync_once(
     named: Vec<String>,
     all: bool,
     max_requests: Option<u64>,
+    since: Option<chrono::NaiveDate>,
+    metrics_file: Option<std::path::PathBuf>,
     json: bool,
 ) -> Result<()> {
     config.credential().map_err(SyncError::from)?;
@@ -32,6 +34,16 @@ pub async fn sync_once(
         .await?
         .into_iter()
         .filter(|p| chosen.iter().any(|c| c.name == p.name))
+        .map(|mut p| {
+            // The flag's date is the horizon of every pipeline that has one.
+            if let Some(day) = since
+                && p.feed.params.contains(&"since")
+            {
+                p.params.since = Some(day);
+                p.params.backfill_days = None;
+            }
+            p
+        })
         .collect();
     // Only what is due, unless forced: a timer that fires often then costs
     // what the schedules say.
@@ -82,9 +94,17 @@ pub async fn sync_once(
         },
         _ => None,
     };
-    let summary = if json {
+    let textfile = metrics_file.or_else(|| syncer.config.metrics.textfile.clone());
+    let summary = if json || textfile.is_some() || syncer.config.alerts.webhook.is_some() {
         let finished_at = syncer.clock.now();
         let status = syncer.status(&loaded).await?;
+        let drift = status.unknown_fields.len() as u64;
+        let new_drift = fdsync_core::alerts::drift_since(&status, started_at);
+        for p in &status.pipelines {
+            if let Some(at) = p.last_ok_at {
+                fdsync_core::metrics::last_success(&p.pipeline, at);
+            }
+        }
         let skipped: Vec<String> = skipped.iter().map(|(name, _)| name.clone()).collect();
         let quota = (&syncer.client.quota_seen()).into();
         let mut summary = RunSummary::new(&report, &result, status, quota, (started_at, finished_at), &skipped);
@@ -92,7 +112,18 @@ pub async fn sync_once(
             summary.error.get_or_insert_with(|| e.to_string());
         }
         summary.lake = published.clone();
-        Some(summary)
+        if let Some(hook) = &syncer.config.alerts.webhook {
+            let alerts = fdsync_core::alerts::of_run(&summary, &new_drift, finished_at);
+            let credential = syncer.config.credential().ok();
+            fdsync_core::alerts::fire(hook, &syncer.sink, alerts, credential.as_ref()).await;
+        }
+        if let Some(path) = &textfile {
+            fdsync_core::metrics::drift_fields(drift);
+            fdsync_core::metrics::write_textfile(path).map_err(|e| {
+                SyncError::Other(format!("[metrics] textfile {}: cannot write it: {e}", path.display()))
+            })?;
+        }
+        json.then_some(summary)
     } else {
         None
     };
@@ -243,7 +274,7 @@ pub async fn stream(config: Config, pipeline: String) -> Result<()> {
     Ok(())
 }
 
-pub async fn check(config: &std::path::Path, json: bool) -> Result<()> {
+pub async fn check(config: Option<&std::path::Path>, json: bool) -> Result<()> {
     let report = fdsync_commands::check::run(config).await;
     if json {
         print_json(&report)?;
@@ -269,20 +300,85 @@ pub async fn check(config: &std::path::Path, json: bool) -> Result<()> {
 
 pub async fn reset(
     config: Config,
-    pipeline: String,
+    pipeline: Option<String>,
+    table: Option<String>,
     company: Option<String>,
     drop_rows: bool,
     json: bool,
 ) -> Result<()> {
-    let pipelines = load_pipelines(&config, vec![pipeline])?;
+    let table = match table.as_deref() {
+        Some(name) => Some(fdsync_core::feeds::table(name).filter(|t| !t.name.starts_with('_')).ok_or_else(|| {
+            usage(format!(
+                "--table {name}: no such data table; `fdsync schema` lists them (bookkeeping tables are not reset)"
+            ))
+        })?),
+        None => None,
+    };
+    let pipelines = match (pipeline, table) {
+        (Some(name), table) => {
+            let pipelines = load_pipelines(&config, vec![name])?;
+            if let Some(t) = table
+                && !pipelines[0].feed.tables.iter().any(|w| w.name == t.name)
+            {
+                return Err(usage(format!(
+                    "--table {}: the pipeline {} does not write it; leave out the pipeline to reset every one that does",
+                    t.name, pipelines[0].name
+                ))
+                .into());
+            }
+            pipelines
+        }
+        (None, Some(t)) => {
+            let writers: Vec<_> = fdsync_core::pipeline::load_dir(&config.pipelines.dir, None)
+                .map_err(SyncError::from)?
+                .into_iter()
+                .filter(|p| p.feed.tables.iter().any(|w| w.name == t.name))
+                .collect();
+            if writers.is_empty() {
+                return Err(usage(format!(
+                    "--table {}: no pipeline in {} writes it",
+                    t.name,
+                    config.pipelines.dir.display()
+                ))
+                .into());
+            }
+            writers
+        }
+        (None, None) => return Err(usage("name a pipeline, or a table with --table".into()).into()),
+    };
     let now = syncer_clock()?.now();
     let sink = open_sink(&config, "fdsync reset").await?;
-    let done = fdsync_commands::reset::reset(&sink, &pipelines[0], company.as_deref(), drop_rows, now).await;
-    sink.close().await;
-    let done = done?;
-    if json {
-        return print_json(&done);
+    let mut reports = Vec::new();
+    for p in &pipelines {
+        let done = fdsync_commands::reset::reset(&sink, p, company.as_deref(), table, drop_rows, now).await;
+        match done {
+            Ok(done) => reports.push(done),
+            Err(e) => {
+                sink.close().await;
+                return Err(e.into());
+            }
+        }
     }
+    sink.close().await;
+    if json {
+        return match reports.as_slice() {
+            [one] => print_json(one),
+            all => print_json(&all),
+        };
+    }
+    for done in &reports {
+        print_reset(done);
+    }
+    println!("the next `fdsync sync --once` backfills it again; a lake rebuilds the tables above on its next publish");
+    Ok(())
+}
+
+/// A flag that names nothing: exit 2, as for any usage error.
+fn usage(message: String) -> crate::common::ExitWith {
+    crate::common::ExitWith { code: 2, message }
+}
+
+fn print_reset(done: &fdsync_commands::reset::ResetReport) {
     let whom = done
         .company_key
         .as_deref()
@@ -298,7 +394,18 @@ pub async fn reset(
     for table in &done.kept {
         println!("  {table:<26} kept (no company column)");
     }
-    println!("the next `fdsync sync --once` backfills it again; a lake rebuilds the tables above on its next publish");
+}
+
+pub fn state(config: &Config, pipeline: Option<String>, json: bool) -> Result<()> {
+    if let Some(name) = &pipeline {
+        // A name the pipelines folder does not hold is a typo, not "no checkpoints".
+        load_pipelines(config, vec![name.clone()])?;
+    }
+    let states = fdsync_commands::state::read(&config.warehouse.duckdb, pipeline.as_deref())?;
+    if json {
+        return print_json(&states);
+    }
+    fdsync_commands::state::write_text(&mut std::io::stdout(), &states)?;
     Ok(())
 }
 

@@ -57,6 +57,7 @@ const OBSERVATION_COLUMNS: &[(&str, &str)] = &[
     ("macro_observations", "last_seen_at"),
     ("news_company_items", "first_seen_at"),
     ("regulation_coverage", "observed_at"),
+    ("events_wire_counts", "observed_at"),
 ];
 
 /// One side of the comparison: an emulator with its own clock, and fdsync

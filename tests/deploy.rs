@@ -452,3 +452,78 @@ fn the_image_runs_its_own_test_with_the_stripped_release_binary() {
         .expect("chroot (coreutils) runs");
     finished(out, "chrooted as the image's user");
 }
+
+/// The wheel (`maturin build`, pyproject.toml): built, installed into a
+/// fresh virtual environment, and run from a folder outside the checkout:
+/// `--help`, `demo` with the built-in config and pipelines, and `init`.
+#[test]
+fn the_wheel_installs_into_a_fresh_venv_and_runs_from_any_folder() {
+    crate::tools::needs!(Python);
+    let maturin = crate::tools::venv_bin("maturin");
+    assert!(maturin.exists(), "tests/requirements.txt installs maturin");
+    // The target folder of this very build, so maturin reuses its DuckDB.
+    let target = Path::new(env!("CARGO_BIN_EXE_fdsync"))
+        .ancestors()
+        .nth(2)
+        .expect("<target>/release/fdsync")
+        .to_owned();
+    let dist = tempfile::tempdir().unwrap();
+    let run = |cmd: &mut std::process::Command| {
+        let out = cmd.output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{cmd:?}: {said}");
+        said
+    };
+    run(std::process::Command::new(&maturin)
+        .args(["build", "--release", "--out"])
+        .arg(dist.path())
+        .current_dir(repo())
+        .env("CARGO_TARGET_DIR", &target));
+    let wheel = std::fs::read_dir(dist.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .expect("a wheel");
+    let size = std::fs::metadata(&wheel).unwrap().len();
+    println!("wheel {}: {:.1} MiB", wheel.display(), size as f64 / 1048576.0);
+
+    let outside = tempfile::tempdir().unwrap();
+    let venv = outside.path().join("venv");
+    run(std::process::Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    run(std::process::Command::new(venv.join("bin/pip"))
+        .args(["install", "--no-index", "--quiet"])
+        .arg(&wheel));
+    let fdsync = venv.join("bin/fdsync");
+    assert!(fdsync.exists(), "the wheel puts fdsync in the venv's bin");
+    let work = outside.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    // Nothing of the checkout is reachable: no config in the folder, none given.
+    let fdsync_in = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(&fdsync);
+        cmd.args(args)
+            .current_dir(&work)
+            .env_remove("FDSYNC_CONFIG")
+            .env("HOME", outside.path())
+            .env_remove("XDG_CONFIG_HOME");
+        cmd
+    };
+    let help = run(&mut fdsync_in(&["--help"]));
+    assert!(help.contains("fdsync demo"), "{help}");
+    let demo = run(&mut fdsync_in(&["demo"]));
+    assert!(
+        demo.contains("config: the built-in default") && demo.contains("pipelines: built in"),
+        "{demo}"
+    );
+    assert!(demo.contains("Open it yourself"), "{demo}");
+    assert!(work.join("data/demo.duckdb").is_file());
+    let init = run(&mut fdsync_in(&["init", "project"]));
+    let shipped = format!("{} pipelines", fdsync_core::pipeline::SHIPPED.len());
+    assert!(init.contains(&shipped), "{init}");
+    assert!(work.join("project/config/fdsync.toml").is_file());
+    let again = fdsync_in(&["init", "project"]).output().unwrap();
+    assert_eq!(again.status.code(), Some(2), "init never overwrites");
+}

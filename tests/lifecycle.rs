@@ -411,7 +411,9 @@ async fn dbt_source_freshness_and_dbt_test_pass_on_the_generated_sources() {
     std::fs::write(
         project.join("profiles.yml"),
         format!(
-            "fdsync:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: {:?}\n",
+            // As docs/warehouse.md says: dbt's own database, the warehouse attached read-only.
+            "fdsync:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: {:?}\n      attach:\n        - path: {:?}\n          alias: fdsync\n          read_only: true\n",
+            project.join("models.duckdb").display().to_string(),
             subject.warehouse().display().to_string()
         ),
     )

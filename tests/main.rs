@@ -49,6 +49,8 @@ mod pipelines;
 mod quirks;
 /// Crash it, starve it, feed it garbage: lose nothing (RELIABILITY.md).
 mod reliability;
+/// What a run tells everyone (metrics file, alerts, systemd, logs) and the operator's controls.
+mod reporting;
 /// A warehouse an earlier release wrote, opened and synced on by this one.
 mod upgrade;
 /// Every legal shape of the wire read; every leaf the service sends stored.

@@ -342,8 +342,10 @@ async fn log_field(
         let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
             continue;
         };
-        if event["fields"]["message"] == message {
-            return event["fields"][field].as_str().unwrap_or_default().to_owned();
+        // Flat: the message and the fields beside level and target.
+        assert!(event["level"].is_string() && event["target"].is_string(), "{line}");
+        if event["message"] == message {
+            return event[field].as_str().unwrap_or_default().to_owned();
         }
     }
     panic!("the log ended before {message:?}");

@@ -186,6 +186,61 @@ fn event_row(e: &events::Event, now: DateTime<Utc>) -> String {
     )
 }
 
+/// The wire's tally per family (`counts=1`) of each closed day within
+/// `tally_days`, asked once per day: equal to the emulator's events of that
+/// day, as are the events stored; a day that closes later is asked the day
+/// after, and nothing is asked again in between.
+/// Ground truth: events_wire.
+#[tokio::test]
+async fn the_wire_s_tally_of_each_closed_day_is_asked_once_and_matches_the_events_stored() {
+    let h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
+    let mut pipelines = h.only(&["events_wire"]);
+    pipelines[0].params.backfill_days = Some(5);
+    pipelines[0].params.tally_days = Some(3);
+    let world = h.emulator.emulator.world().clone();
+    let sim = h.clock.as_sim().unwrap().clone();
+    let truth = |now: DateTime<Utc>, first: chrono::NaiveDate, last: chrono::NaiveDate| -> BTreeSet<String> {
+        let count = events::cadence(&world).count_at(world.seed, now);
+        let mut by_day: BTreeMap<(chrono::NaiveDate, &str), u64> = BTreeMap::new();
+        for n in events::first_on_or_after(&world, first)..count {
+            let Some(e) = events::event(&world, n) else { continue };
+            if (first..=last).contains(&e.filing_date()) {
+                *by_day.entry((e.filing_date(), e.family)).or_default() += 1;
+            }
+        }
+        by_day.into_iter().map(|((d, f), n)| format!("{d} {f} {n}")).collect()
+    };
+    let tallies = "SELECT CAST(filing_date AS VARCHAR) || ' ' || family || ' ' || arg_max(events, observed_at) \
+                   FROM events_wire_counts GROUP BY filing_date, family";
+    let stored = "SELECT CAST(filing_date AS VARCHAR) || ' ' || family || ' ' || count(*) FROM events \
+                  WHERE filing_date BETWEEN (SELECT min(filing_date) FROM events_wire_counts) \
+                  AND (SELECT max(filing_date) FROM events_wire_counts) GROUP BY filing_date, family";
+    let asked = "SELECT count(*) FROM _sync_requests WHERE route LIKE '%counts=1%'";
+
+    run_ok(&h, &pipelines).await;
+    let today = h.clock.now().date_naive();
+    let days = |n: i64| today - chrono::Duration::days(n);
+    assert_eq!(h.int(asked).await, 3, "one request per closed day within tally_days");
+    let kept: BTreeSet<String> = h.strings(tallies).await.into_iter().collect();
+    assert!(!kept.is_empty(), "no tally kept");
+    assert_eq!(kept, truth(h.clock.now(), days(4), days(2)));
+    let held: BTreeSet<String> = h.strings(stored).await.into_iter().collect();
+    assert_eq!(held, kept, "the events stored of each day are what the tally counts");
+
+    // Later the same day (the harness starts at 23:00): every closed day is tallied already.
+    sim.advance(Duration::from_secs(30 * 60));
+    run_ok(&h, &pipelines).await;
+    assert_eq!(h.int(asked).await, 3, "no day asked twice");
+
+    // A day on: the day that closed since, and only it.
+    sim.advance(Duration::from_secs(24 * 3600));
+    run_ok(&h, &pipelines).await;
+    assert_eq!(h.int(asked).await, 4);
+    let kept: BTreeSet<String> = h.strings(tallies).await.into_iter().collect();
+    assert_eq!(kept, truth(h.clock.now(), days(4), days(1)));
+    h.assert_unique("events_wire_counts", "filing_date, family").await;
+}
+
 /// The wire (with filings arriving while it is read), latest, each company's
 /// index, and item texts: every event from the wire's horizon plus the
 /// companies' whole history, each with the headline the gate has passed by
@@ -659,6 +714,9 @@ async fn the_wire_is_read_whole_in_near_the_fewest_pages_whatever_its_density() 
         for horizon in horizons {
             let mut wire = h.only(&["events_wire"]);
             wire[0].params.backfill_days = horizon;
+            // The read's pages alone: the tally's request a closed day is
+            // counted by its own test.
+            wire[0].params.tally_days = Some(0);
             let (report, result) = h.syncer.run_once(&wire).await;
             result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
             let spent = report.outcomes[0].requests;

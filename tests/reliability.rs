@@ -126,6 +126,7 @@ const CLIENT_CLOCK: &[(&str, &str)] = &[
     ("company_versions", "first_seen_at"),
     ("company_versions", "last_seen_at"),
     ("regulation_coverage", "observed_at"),
+    ("events_wire_counts", "observed_at"),
 ];
 
 /// Logs of what each answer said about the request itself: they differ with

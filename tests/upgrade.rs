@@ -7,6 +7,8 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
+use fdsync_core::sink::duckdb::migrations::MIGRATIONS;
+
 use crate::reliability::{Subject, content, text, unlimited_emulator_of};
 
 /// The pipelines the fixture was synced with: one of each load rule that
@@ -107,5 +109,57 @@ async fn a_warehouse_an_earlier_release_wrote_syncs_on_to_what_this_release_writ
         );
         let status = old.run(&["status"]).await;
         assert!(status.status.success(), "{}", text(&status));
+        // It went through every recorded step, in order, to this build's layout.
+        let conn = crate::reliability::read_only(&old.warehouse());
+        let mut stmt = conn
+            .prepare("SELECT version FROM _sync_migrations ORDER BY applied_at, version")
+            .unwrap();
+        let steps: Vec<i64> = stmt
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let all: Vec<i64> = MIGRATIONS.iter().map(|m| i64::from(m.version)).collect();
+        assert_eq!(steps, all, "{}", fixture.display());
     }
+    // Every step is named in the changelog.
+    let changelog = std::fs::read_to_string(crate::util::repo().join("CHANGELOG.md")).unwrap();
+    for m in MIGRATIONS {
+        assert!(
+            changelog.contains(&format!("layout version {}:", m.version)),
+            "CHANGELOG.md does not name layout version {}: {}",
+            m.version,
+            m.change
+        );
+    }
+}
+
+/// A warehouse a newer fdsync wrote (a layout version past this build's) is
+/// refused with exit 2 and left as it was.
+#[tokio::test]
+async fn a_warehouse_from_a_newer_release_is_refused_untouched() {
+    let emulator = unlimited_emulator_of(0).await;
+    let subject = subject(&emulator.base_url());
+    sync(&subject).await;
+    let newer = fdsync_core::sink::duckdb::migrations::schema_version() + 1;
+    {
+        let conn = duckdb::Connection::open(subject.warehouse()).unwrap();
+        conn.execute_batch(&format!(
+            "INSERT INTO _sync_migrations (version, change, applied_at) VALUES ({newer}, 'from the future', now())"
+        ))
+        .unwrap();
+    }
+    let before = std::fs::read(subject.warehouse()).unwrap();
+    let out = subject.run(&["sync", "--once", "--all"]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("layout version {newer}")),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        std::fs::read(subject.warehouse()).unwrap(),
+        before,
+        "the warehouse changed"
+    );
 }

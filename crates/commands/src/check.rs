@@ -89,16 +89,24 @@ impl Check {
     }
 }
 
-/// Runs every check of the configuration at `config_path`.
-pub async fn run(config_path: &Path) -> Report {
+/// Runs every check of the configuration at `config_path` (else where
+/// [`Config::locate`] finds one).
+pub async fn run(config_path: Option<&Path>) -> Report {
     let mut checks = Vec::new();
-    let config = match Config::load(config_path) {
-        Ok(config) => {
+    // The file an error is in: the one given, else the first found.
+    let read_from = config_path
+        .map(Path::to_owned)
+        .or_else(|| Config::search_path().into_iter().find(|p| p.is_file()));
+    let mut source_text = read_from
+        .as_ref()
+        .map_or_else(|| "(built-in config)".to_owned(), |p| p.display().to_string());
+    let config = match Config::locate(config_path) {
+        Ok((config, source)) => {
+            source_text = source.to_string();
             checks.push(Check::ok(
                 "config",
                 format!(
-                    "{}: {} companies, {} countries, warehouse {}",
-                    config_path.display(),
+                    "{source}: {} companies, {} countries, warehouse {}",
                     config.universe.companies.len(),
                     config.universe.countries.len(),
                     config.warehouse.duckdb.display()
@@ -111,10 +119,13 @@ pub async fn run(config_path: &Path) -> Report {
                 "config",
                 2,
                 e.to_string(),
-                format!(
-                    "mend {} (or point --config / FDSYNC_CONFIG at the right file); config/fdsync.toml in the repository is a commented example",
-                    config_path.display()
-                ),
+                match &read_from {
+                    Some(path) => format!(
+                        "mend {} (or point --config / FDSYNC_CONFIG at the right file); `fdsync init` writes a commented example",
+                        path.display()
+                    ),
+                    None => "mend the FDSYNC_ overrides the error names, or write a config with `fdsync init`".to_owned(),
+                },
             ));
             None
         }
@@ -151,7 +162,7 @@ pub async fn run(config_path: &Path) -> Report {
     let failed: Vec<u8> = checks.iter().map(|c| c.exit_code).filter(|&c| c != 0).collect();
     let exit_code = [2, 1, 75].into_iter().find(|c| failed.contains(c)).unwrap_or(0);
     Report {
-        config: config_path.display().to_string(),
+        config: source_text,
         checks,
         exit_code,
     }

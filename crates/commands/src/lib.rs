@@ -6,9 +6,11 @@
 //! - [`check`]: `fdsync check`, whether a configuration can run.
 //! - [`reset`]: `fdsync reset`, a pipeline or one company backfilled again.
 //! - [`schema`]: `fdsync schema`, the tables described (Markdown, `COMMENT ON`, dbt).
+//! - [`state`]: `fdsync state`, the checkpoints as stored.
 
 pub mod check;
 pub mod plan;
 pub mod reset;
 pub mod schema;
+pub mod state;
 pub mod status;

@@ -25,7 +25,7 @@ pub struct ResetReport {
 }
 
 /// Resets `pipeline` (or the company `company` names in it) in the warehouse
-/// `sink` holds.
+/// `sink` holds; with `table`, `drop_rows` deletes that table's rows only.
 ///
 /// # Errors
 /// When `company` names no company the warehouse knows, or the warehouse
@@ -34,6 +34,7 @@ pub async fn reset(
     sink: &SinkHandle,
     pipeline: &Pipeline,
     company: Option<&str>,
+    table: Option<&'static TableDef>,
     drop_rows: bool,
     at: DateTime<Utc>,
 ) -> Result<ResetReport, SyncError> {
@@ -53,7 +54,12 @@ pub async fn reset(
     let mut kept = Vec::new();
     let mut rows_of = Vec::new();
     if drop_rows {
-        for &table in pipeline.feed.tables {
+        for &table in pipeline
+            .feed
+            .tables
+            .iter()
+            .filter(|t| table.is_none_or(|only| only.name == t.name))
+        {
             if company_key.is_some() && !table.has_column("company_key") {
                 kept.push(table.name);
                 continue;

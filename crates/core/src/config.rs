@@ -386,6 +386,30 @@ pub struct Config {
     pub news: NewsFilters,
     #[serde(default)]
     pub daemon: DaemonConfig,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+    #[serde(default)]
+    pub alerts: AlertsConfig,
+}
+
+/// `[metrics]`: the series the daemon serves at `/metrics`, for runs that
+/// end (`sync --once` from a timer or CronJob).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// After each `sync --once`, write them here for node exporter's textfile
+    /// collector (`.../textfile_collector/fdsync.prom`), replaced atomically.
+    pub textfile: Option<PathBuf>,
+}
+
+/// `[alerts]`: where a run's failure, shortfall, quota wall or new drift is
+/// POSTed as JSON, at most once per pipeline and cause a UTC day.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsConfig {
+    /// The receiver's URL (a Slack or Teams incoming webhook, Alertmanager's
+    /// adapter, your own); it may carry a token, so it is never logged.
+    pub webhook: Option<String>,
 }
 
 /// `[news]`: filters every news request carries (feed, company news, stream).
@@ -500,7 +524,77 @@ impl NewsFilters {
 
 const ENV_PREFIX: &str = "FDSYNC_";
 
+/// The configuration the binary carries (the repository's
+/// `config/fdsync.toml`): used when no file is found, and what `fdsync
+/// init` writes out.
+pub const SHIPPED_CONFIG: &str = include_str!("../../../config/fdsync.toml");
+
+/// Where a configuration was read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// `--config` or `FDSYNC_CONFIG`.
+    Given(PathBuf),
+    /// The first file of [`Config::search_path`] that exists.
+    Found(PathBuf),
+    /// None exists: the shipped default, its paths relative to the working folder.
+    BuiltIn,
+}
+
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigSource::Given(p) | ConfigSource::Found(p) => write!(f, "{}", p.display()),
+            ConfigSource::BuiltIn => write!(f, "the built-in default (no file at {})", Config::search_path_text()),
+        }
+    }
+}
+
 impl Config {
+    /// Where a configuration is looked for when none is given, in order:
+    /// `./config/fdsync.toml`, the user's (`$XDG_CONFIG_HOME/fdsync/fdsync.toml`,
+    /// else `~/.config/fdsync/fdsync.toml`), then `/etc/fdsync/fdsync.toml`.
+    pub fn search_path() -> Vec<PathBuf> {
+        let mut paths = vec![PathBuf::from("config/fdsync.toml")];
+        let user = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .filter(|v| !v.is_empty())
+                    .map(|h| PathBuf::from(h).join(".config"))
+            });
+        if let Some(dir) = user {
+            paths.push(dir.join("fdsync/fdsync.toml"));
+        }
+        paths.push(PathBuf::from("/etc/fdsync/fdsync.toml"));
+        paths
+    }
+
+    fn search_path_text() -> String {
+        Config::search_path()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The configuration at `given` (which must exist), else at the first
+    /// path of [`Config::search_path`] that exists, else the built-in one;
+    /// `FDSYNC_<SECTION>__<KEY>` overrides apply to each.
+    ///
+    /// # Errors
+    /// A given file that cannot be read, or a configuration that is not valid.
+    pub fn locate(given: Option<&Path>) -> Result<(Config, ConfigSource), ConfigError> {
+        if let Some(path) = given {
+            return Ok((Config::load(path)?, ConfigSource::Given(path.to_owned())));
+        }
+        if let Some(path) = Config::search_path().into_iter().find(|p| p.is_file()) {
+            return Ok((Config::load(&path)?, ConfigSource::Found(path)));
+        }
+        let config = Config::from_toml(SHIPPED_CONFIG, Path::new("(built-in config)"), std::env::vars())?;
+        Ok((config, ConfigSource::BuiltIn))
+    }
+
     /// Reads `path` and applies `FDSYNC_<SECTION>__<KEY>` overrides from the process environment.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -521,6 +615,10 @@ impl Config {
             message,
         };
         let mut doc: toml::Table = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let reads = |doc: &toml::Table| toml::Value::Table(doc.clone()).try_into::<Config>();
+        // Whether what is applied so far reads: then a variable that breaks
+        // it is named, not the file (which may lack a key a variable gives).
+        let mut reads_so_far = reads(&doc).is_ok();
         for (var, value) in env {
             let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
                 continue;
@@ -537,7 +635,14 @@ impl Config {
                     var: var.clone(),
                     message: format!("[{section}] is not a table in {}", path.display()),
                 })?;
-            table.insert(key, env_value(&value));
+            table.insert(key.clone(), env_value(&value));
+            if reads_so_far && let Err(e) = reads(&doc) {
+                return Err(ConfigError::Env {
+                    var,
+                    message: format!("{value:?} does not fit [{section}] {key}: {}", e.message().trim()),
+                });
+            }
+            reads_so_far = reads_so_far || reads(&doc).is_ok();
         }
         let config: Config = toml::Value::Table(doc)
             .try_into()
@@ -617,6 +722,17 @@ impl Config {
             }
         }
         self.daemon.metrics_socket().map_err(invalid)?;
+        if let Some(hook) = &self.alerts.webhook {
+            match url::Url::parse(hook) {
+                Ok(url) if matches!(url.scheme(), "http" | "https") => {}
+                // The URL may hold a token: name the key, not the value.
+                _ => {
+                    return Err(invalid(
+                        "alerts.webhook: not an http(s) URL (expected e.g. https://hooks.example.com/T000/B000)".into(),
+                    ));
+                }
+            }
+        }
         if self.warehouse.memory_limit_mb < MIN_MEMORY_LIMIT_MB {
             return Err(invalid(format!(
                 "warehouse.memory_limit_mb = {}: use {MIN_MEMORY_LIMIT_MB} or more; below it DuckDB runs out of \
@@ -848,6 +964,20 @@ companies = ["AAPL"]
         let config = Config::from_toml(BASE, Path::new("t.toml"), env).unwrap();
         assert_eq!(config.upstream.base_url, "http://127.0.0.1:9999");
         assert_eq!(config.universe.companies, ["MSFT", "TW:2330"]);
+    }
+
+    #[test]
+    fn an_override_that_does_not_fit_names_the_variable_and_the_type() {
+        let env = [("FDSYNC_WAREHOUSE__MEMORY_LIMIT_MB".to_string(), "lots".to_string())];
+        let err = Config::from_toml(BASE, Path::new("t.toml"), env)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("FDSYNC_WAREHOUSE__MEMORY_LIMIT_MB")
+                && err.contains("expected u64")
+                && !err.contains("t.toml"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -155,10 +155,34 @@ impl Daemon {
                 }
             }
         });
+        // Under systemd (Type=notify, WatchdogSec=): ready once every task
+        // runs, and alive while the writer is; a dead writer stops the pings
+        // and the service manager restarts the daemon.
+        let watchdog = systemd_watchdog();
+        if let Some(every) = watchdog {
+            let (sink, watched) = (self.syncer.sink.clone(), shutdown.clone());
+            tasks.spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {}
+                        () = watched.cancelled() => return Ok(()),
+                    }
+                    if sink.writer_alive() {
+                        notify_systemd(&[sd_notify::NotifyState::Watchdog]);
+                    }
+                }
+            });
+        }
+        notify_systemd(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status("syncing on schedule"),
+        ]);
         tracing::info!(
             message = "Daemon started.",
             pipelines = self.pipelines.len(),
-            stream = ?self.stream
+            stream = ?self.stream,
+            watchdog_secs = watchdog.map(|w| w.as_secs_f64())
         );
         let mut failure = None;
         while let Some(joined) = tasks.join_next().await {
@@ -168,7 +192,11 @@ impl Daemon {
                 failure.get_or_insert(e);
                 shutdown.cancel();
             }
+            if shutdown.is_cancelled() {
+                notify_systemd(&[sd_notify::NotifyState::Stopping]);
+            }
         }
+        notify_systemd(&[sd_notify::NotifyState::Stopping]);
         self.syncer.sink.close().await;
         tracing::info!(message = "Daemon stopped; every commit is complete.");
         failure.map_or(Ok(()), Err)
@@ -511,10 +539,17 @@ async fn write_summary(
             return;
         }
     };
+    let new_drift = crate::alerts::drift_since(&status, started_at);
+    crate::metrics::drift_fields(status.unknown_fields.len() as u64);
     let quota = (&syncer.client.quota_seen()).into();
     let times = (started_at, syncer.clock.now());
     let mut summary = crate::sync::RunSummary::new(report, result, status, quota, times, &[]);
     summary.lake = published;
+    if let Some(hook) = &syncer.config.alerts.webhook {
+        let alerts = crate::alerts::of_run(&summary, &new_drift, times.1);
+        let credential = syncer.config.credential().ok();
+        crate::alerts::fire(hook, &syncer.sink, alerts, credential.as_ref()).await;
+    }
     match serde_json::to_string(&summary) {
         Ok(line) => {
             use std::io::Write;
@@ -523,6 +558,32 @@ async fn write_summary(
         }
         Err(e) => tracing::warn!(message = "No run summary.", error = %e),
     }
+}
+
+/// Tells the service manager `states` when it listens (`NOTIFY_SOCKET`);
+/// anywhere else, nothing.
+fn notify_systemd(states: &[sd_notify::NotifyState<'_>]) {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    if let Err(e) = sd_notify::notify(false, states) {
+        tracing::warn!(message = "The service manager was not told.", error = %e);
+    }
+}
+
+/// How often to ping the service manager's watchdog: at half its timeout
+/// (`WATCHDOG_USEC`), as sd_watchdog_enabled(3) advises; `None` when it
+/// asked for none, or for another process (`WATCHDOG_PID`). Read here, not
+/// by `sd_notify::watchdog_enabled`, which wants `WATCHDOG_PID` set where
+/// sd_watchdog_enabled(3) takes it as optional.
+fn systemd_watchdog() -> Option<std::time::Duration> {
+    let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.trim().parse().ok()?;
+    if let Ok(pid) = std::env::var("WATCHDOG_PID")
+        && pid.trim().parse::<u32>().ok() != Some(std::process::id())
+    {
+        return None;
+    }
+    (usec > 0).then(|| std::time::Duration::from_micros(usec / 2))
 }
 
 /// When a pipeline runs next: the schedule's first firing after its last

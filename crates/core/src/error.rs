@@ -76,6 +76,7 @@ impl SyncError {
         match self {
             SyncError::Config(_) | SyncError::Unauthenticated(_) | SyncError::Misdirected(_) => 2,
             SyncError::Lake(e) if matches!(**e, crate::lake::LakeError::Location { .. }) => 2,
+            SyncError::Sink(crate::sink::SinkError::NewerLayout { .. }) => 2,
             SyncError::QuotaExhausted { .. } => 75,
             _ => 1,
         }

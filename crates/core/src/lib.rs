@@ -27,13 +27,14 @@
 //! - [`sync`]: one run of the pipelines, with its run log; one file per fetch engine.
 //! - [`clock`]: real or simulated time, shared with the emulator.
 //! - [`daemon`]: `fdsync daemon`: schedules, the live stream, metrics, clean stop.
-//! - [`metrics`] and [`progress`]: what operators watch.
+//! - [`metrics`] and [`progress`]: what operators watch; [`alerts`]: what they are told.
 //! - [`lake`]: the Delta lake of Parquet files published from the warehouse.
 
 // Unsafe code lives in one module, `sink::duckdb::arrow_scan`: DuckDB's C API
 // for Arrow, which the `duckdb` crate does not wrap.
 #![deny(unsafe_code)]
 
+pub mod alerts;
 pub mod batch;
 pub use fdsync_clock as clock;
 pub mod bookkeeping;

@@ -42,6 +42,13 @@ struct PipelineLabel {
     pipeline: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabel {
+    version: String,
+    /// The warehouse layout version the build writes.
+    layout: String,
+}
+
 struct Metrics {
     registry: Registry,
     requests: Family<StatusLabel, Counter>,
@@ -58,6 +65,8 @@ struct Metrics {
     stream_planned: Family<PipelineLabel, Gauge<f64, AtomicU64>>,
     not_served: Family<RunLabel, Gauge>,
     verified: Family<VerifyLabel, Counter>,
+    run_duration: Family<PipelineLabel, Gauge<f64, AtomicU64>>,
+    drift_fields: Gauge,
     /// The statuses each pipeline's gauge was last set for, so that one
     /// no longer seen goes back to 0.
     not_served_seen: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
@@ -145,8 +154,34 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Stored rows compared again with the service (fdsync verify), by table and result: equal, changed, withdrawn, missing",
         verified.clone(),
     );
+    let build_info = Family::<BuildLabel, Gauge>::default();
+    registry.register(
+        "fdsync_build_info",
+        "The fdsync build that wrote these series (always 1)",
+        build_info.clone(),
+    );
+    build_info
+        .get_or_create(&BuildLabel {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            layout: crate::sink::duckdb::migrations::schema_version().to_string(),
+        })
+        .set(1);
+    let run_duration = Family::<PipelineLabel, Gauge<f64, AtomicU64>>::default();
+    registry.register(
+        "fdsync_pipeline_last_run_duration_seconds",
+        "How long each pipeline's last run took",
+        run_duration.clone(),
+    );
+    let drift_fields = Gauge::default();
+    registry.register(
+        "fdsync_drift_fields",
+        "Fields the service sends that no column holds (_sync_unknown_fields, envelopes included): alert when it rises",
+        drift_fields.clone(),
+    );
     Metrics {
         registry,
+        run_duration,
+        drift_fields,
         verified,
         not_served,
         not_served_seen: Default::default(),
@@ -290,6 +325,48 @@ pub fn verified(table: &str, results: &[(&str, u64)]) {
             })
             .inc_by(*n);
     }
+}
+
+/// How long `pipeline`'s run just ended took.
+pub fn run_duration(pipeline: &str, seconds: f64) {
+    METRICS
+        .run_duration
+        .get_or_create(&PipelineLabel {
+            pipeline: pipeline.to_owned(),
+        })
+        .set(seconds.max(0.0));
+}
+
+/// The fields the warehouse knows the service sends that no column holds.
+pub fn drift_fields(count: u64) {
+    METRICS.drift_fields.set(i64::try_from(count).unwrap_or(i64::MAX));
+}
+
+/// When `pipeline` last finished ok, as the run log says: a timer run's
+/// file then carries every pipeline's, not only those it ran.
+pub fn last_success(pipeline: &str, at: chrono::DateTime<chrono::Utc>) {
+    METRICS
+        .last_success
+        .get_or_create(&PipelineLabel {
+            pipeline: pipeline.to_owned(),
+        })
+        .set(at.timestamp_millis() as f64 / 1000.0);
+}
+
+/// Writes every metric to `path` for node exporter's textfile collector:
+/// to a temporary file beside it, then renamed over it, so the collector
+/// never reads half a file.
+///
+/// # Errors
+/// When the folder cannot be written.
+pub fn write_textfile(path: &std::path::Path) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, render())?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 pub fn stream_lag(seconds: f64) {

@@ -121,6 +121,12 @@ impl Pipeline {
                 feed.name
             )));
         }
+        if raw.params.backfill_days.is_some() && raw.params.since.is_some() {
+            return Err(err(
+                "params.backfill_days and params.since both set: keep one (since is a date, backfill_days days back)"
+                    .into(),
+            ));
+        }
         (feed.check)(&route, &raw.params).map_err(|e| err(format!("feed {:?}: {e}", feed.name)))?;
         let auto = raw.schedule.trim() == "auto";
         let schedule = if auto {
@@ -160,23 +166,85 @@ impl Pipeline {
 /// # Errors
 /// An unreadable or invalid file, or an enabled name without a file or whose
 /// file disables it.
+/// The pipelines the binary carries (the repository's `pipelines/*.toml`):
+/// what runs when the configured folder does not exist, and what `fdsync
+/// init` writes out for editing. A test holds this list to the folder.
+pub const SHIPPED: &[(&str, &str)] = &[
+    ("companies.toml", include_str!("../../../pipelines/companies.toml")),
+    (
+        "company_news.toml",
+        include_str!("../../../pipelines/company_news.toml"),
+    ),
+    ("coverage.toml", include_str!("../../../pipelines/coverage.toml")),
+    ("dividends.toml", include_str!("../../../pipelines/dividends.toml")),
+    ("event_texts.toml", include_str!("../../../pipelines/event_texts.toml")),
+    ("events.toml", include_str!("../../../pipelines/events.toml")),
+    (
+        "events_latest.toml",
+        include_str!("../../../pipelines/events_latest.toml"),
+    ),
+    ("events_wire.toml", include_str!("../../../pipelines/events_wire.toml")),
+    ("filings.toml", include_str!("../../../pipelines/filings.toml")),
+    ("geo.toml", include_str!("../../../pipelines/geo.toml")),
+    ("indices.toml", include_str!("../../../pipelines/indices.toml")),
+    ("macro.toml", include_str!("../../../pipelines/macro.toml")),
+    (
+        "monthly_revenue.toml",
+        include_str!("../../../pipelines/monthly_revenue.toml"),
+    ),
+    ("news.toml", include_str!("../../../pipelines/news.toml")),
+    ("news_bodies.toml", include_str!("../../../pipelines/news_bodies.toml")),
+    (
+        "news_searches.toml",
+        include_str!("../../../pipelines/news_searches.toml"),
+    ),
+    (
+        "news_sources.toml",
+        include_str!("../../../pipelines/news_sources.toml"),
+    ),
+    ("news_top.toml", include_str!("../../../pipelines/news_top.toml")),
+    ("news_topics.toml", include_str!("../../../pipelines/news_topics.toml")),
+    ("prices.toml", include_str!("../../../pipelines/prices.toml")),
+    ("regulation.toml", include_str!("../../../pipelines/regulation.toml")),
+];
+
+/// Where a run's pipelines come from: `dir` when it exists (its files are
+/// the whole set), else the shipped ones.
+pub fn source_of(dir: &Path) -> &'static str {
+    if dir.exists() { "folder" } else { "built in" }
+}
+
+/// The pipelines in `dir` ([`SHIPPED`] when it does not exist), the
+/// `enabled` ones only when named, in run order (priority, then name).
+///
+/// # Errors
+/// A file that does not read as a pipeline, or a name `enabled` lacks.
 pub fn load_dir(dir: &Path, enabled: Option<&[String]>) -> Result<Vec<Pipeline>, ConfigError> {
     let read_err = |message: String| ConfigError::Pipeline {
         path: dir.to_owned(),
         message,
     };
-    let entries = std::fs::read_dir(dir).map_err(|e| read_err(format!("cannot read the pipelines folder: {e}")))?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    files.sort();
+    let mut texts: Vec<(PathBuf, String)> = Vec::new();
+    if dir.exists() {
+        let entries = std::fs::read_dir(dir).map_err(|e| read_err(format!("cannot read the pipelines folder: {e}")))?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        for file in files {
+            let text = std::fs::read_to_string(&file).map_err(|e| ConfigError::Pipeline {
+                path: file.clone(),
+                message: e.to_string(),
+            })?;
+            texts.push((file, text));
+        }
+    } else {
+        // Named as if in the folder: an error says which file to write out (`fdsync init`).
+        texts.extend(SHIPPED.iter().map(|(name, text)| (dir.join(name), (*text).to_owned())));
+    }
     let mut pipelines = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|e| ConfigError::Pipeline {
-            path: file.clone(),
-            message: e.to_string(),
-        })?;
+    for (file, text) in texts {
         let raw: RawPipeline = toml::from_str(&text).map_err(|e| ConfigError::Pipeline {
             path: file.clone(),
             message: e.to_string(),
@@ -280,6 +348,30 @@ pub fn parse_schedule(expr: &str) -> Result<Schedule, String> {
 mod tests {
     use super::*;
     use chrono::{Datelike, TimeZone, Weekday};
+
+    #[test]
+    fn the_shipped_pipelines_are_the_folder_s_files_and_load_without_it() {
+        let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../pipelines");
+        let mut on_disk: Vec<(String, String)> = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read_to_string(&p).unwrap())
+            })
+            .collect();
+        on_disk.sort();
+        let shipped: Vec<(String, String)> = SHIPPED
+            .iter()
+            .map(|(n, t)| ((*n).to_owned(), (*t).to_owned()))
+            .collect();
+        assert_eq!(shipped, on_disk, "SHIPPED lists every file of pipelines/, as it is");
+        let missing = Path::new("no/such/folder");
+        let built_in = load_dir(missing, None).unwrap();
+        assert_eq!(built_in.len(), load_dir(&folder, None).unwrap().len());
+        assert_eq!(source_of(missing), "built in");
+    }
 
     #[test]
     fn weekday_schedules_mean_what_crontab_means() {

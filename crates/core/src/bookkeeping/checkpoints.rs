@@ -16,6 +16,14 @@ pub const PENDING_PARTITION: &str = "pending";
 /// inclusive, as the wire contract defines them (its cursor `inclusive`).
 pub const DATES_PARTITION: &str = "dates";
 
+/// The checkpoint of a windowed list's tally: the newest day whose tally by
+/// kind was asked after the day closed (its cursor a date); no day up to it
+/// is asked again.
+pub const TALLY_PARTITION: &str = "tally";
+/// Its cursor once the service answered a tally request without a tally:
+/// it is not asked again.
+pub const TALLY_UNSERVED: &str = "unserved";
+
 /// The checkpoint of the backfill: the oldest day from which every later day
 /// is stored and, after `;`, how many older records the service still
 /// counted then (`2026-10-01;3400`); or [`BACKFILL_COMPLETE`].

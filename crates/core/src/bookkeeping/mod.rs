@@ -7,7 +7,7 @@ mod runs;
 
 pub use checkpoints::{
     BACKFILL_COMPLETE, BACKFILL_PARTITION, Backfill, DATES_PARTITION, NO_MANDATE, NOT_SERVED, NOT_SERVED_404,
-    NotServedCursor, PENDING_PARTITION, STREAM_PARTITION, TapeBackfill, TapeCursor,
+    NotServedCursor, PENDING_PARTITION, STREAM_PARTITION, TALLY_PARTITION, TALLY_UNSERVED, TapeBackfill, TapeCursor,
 };
 pub use runs::{RESUMES, RunTimes};
 
@@ -236,6 +236,44 @@ table! {
     lineage: false,
 }
 
+table! {
+    /// The warehouse's layout, one row per change applied to it, in order
+    /// (CHANGELOG.md names each): the newest `version` is the layout it holds.
+    pub const SYNC_MIGRATIONS: MigrationRow = "_sync_migrations" {
+        /// The layout version the change brought the warehouse to.
+        version: Int,
+        /// What changed.
+        change: Text,
+        /// When this warehouse was brought to it (UTC).
+        applied_at: Timestamp,
+    }
+    key: &["version"],
+    load: LoadRule::InsertOnce,
+    lineage: false,
+}
+
+table! {
+    /// Alerts the webhook took (`[alerts] webhook`): one per UTC day,
+    /// pipeline and cause, so the same failure alerts once a day.
+    pub const SYNC_ALERTS: AlertRow = "_sync_alerts" {
+        /// The UTC day the alert is for.
+        day: Date,
+        /// The pipeline, or `*` for drift.
+        pipeline: Text,
+        /// failed, shortfall, quota_wall or drift.
+        cause: Text,
+        /// The run that raised it (`_sync_runs.run_id`).
+        run_id: Text,
+        /// When it was sent (UTC).
+        sent_at: Timestamp,
+        /// The receiver's HTTP status.
+        http_status: Int,
+    }
+    key: &["day", "pipeline", "cause"],
+    load: LoadRule::InsertOnce,
+    lineage: false,
+}
+
 /// fdsync's own tables, after the feeds' in the catalogue
 /// ([`crate::feeds::catalogue`]).
 pub const BOOKKEEPING: &[&TableDef] = &[
@@ -248,4 +286,6 @@ pub const BOOKKEEPING: &[&TableDef] = &[
     &SYNC_UNKNOWN_FIELDS,
     &SYNC_ENVELOPE_FIELDS,
     &SYNC_VERIFY,
+    &SYNC_MIGRATIONS,
+    &SYNC_ALERTS,
 ];

@@ -100,6 +100,15 @@ impl Credential {
         }
     }
 
+    /// `text` with every occurrence of the secret cut out: for what leaves
+    /// the process other than the request header (an alert's body).
+    pub fn redact(&self, text: &str) -> String {
+        if self.secret.is_empty() {
+            return text.to_owned();
+        }
+        text.replace(&self.secret, "[credential]")
+    }
+
     pub fn kind(&self) -> CredentialKind {
         self.kind
     }

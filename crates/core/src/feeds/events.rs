@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{
-    BodyError, CompanyIndex, Entry, Feed, Fetch, Params, ParentTexts, Pending, Stored, StoredParts, WindowPage,
+    BodyError, CompanyIndex, Entry, Feed, Fetch, Params, ParentTexts, Pending, Stored, StoredParts, Tally, WindowPage,
     Windows, nothing_more, page_limit, parse_envelope,
 };
 use crate::batch::table;
@@ -31,6 +31,9 @@ pub struct EventsPage<'a> {
     /// The wire only: the page size the service used, which may be less than asked.
     #[serde(default, deserialize_with = "crate::wire::tolerant::option_count")]
     pub limit: Option<u64>,
+    /// The wire with `counts=1`: the events matching the query, per family.
+    #[serde(default, borrow)]
+    pub counts: Option<&'a RawValue>,
 }
 
 /// An 8-K event entry; the wire and latest add who filed it.
@@ -132,12 +135,41 @@ pub static FEED: Feed = Feed {
     check: nothing_more,
 };
 
+table! {
+    /// The wire's own tally (`counts=1`) of a filing day's events per family,
+    /// asked once after the day closed (`tally_days` back) and held against
+    /// the `events` stored of that day; a row when a family's count moves (a
+    /// family the tally no longer names is counted 0). `raw` is the whole
+    /// tally as served.
+    pub const EVENTS_WIRE_COUNTS: WireCountRow = "events_wire_counts" {
+        /// The filing day counted (UTC date, as `events.filing_date`).
+        filing_date: Date,
+        /// The 8-K family counted (earnings, leadership, m_and_a, ...).
+        family: Text,
+        /// Events of the family filed that day, as the service counts them.
+        events: Int,
+        /// When fdsync read the tally (UTC).
+        observed_at: Timestamp,
+    }
+    key: &["filing_date", "family", "observed_at"],
+    load: LoadRule::AppendOnChange,
+}
+
+static WIRE_TALLY: Tally = Tally {
+    query: |day| format!("from={day}&to={day}&limit=1&counts=1"),
+    read: read_tally,
+    table: &EVENTS_WIRE_COUNTS,
+    kind: "family",
+    count: "events",
+    observed: "observed_at",
+};
+
 /// The market-wide wire, by filing-date windows paged by offset.
 pub static WIRE: Feed = Feed {
     name: "events_wire",
     route: "/api/v1/events/wire",
     auth: true,
-    tables: &[&EVENTS],
+    tables: &[&EVENTS, &EVENTS_WIRE_COUNTS],
     fetch: Fetch::OffsetWindows(Windows {
         query: |from, to, newest_first, limit, offset| {
             let from = from.map(|d| format!("from={d}&")).unwrap_or_default();
@@ -147,8 +179,9 @@ pub static WIRE: Feed = Feed {
         read: read_wire,
         stored: &STORED,
         pending: &GATED,
+        tally: Some(&WIRE_TALLY),
     }),
-    params: &["backfill_days", "page_limit"],
+    params: &["backfill_days", "since", "page_limit", "tally_days"],
     check: paged,
 };
 
@@ -211,6 +244,63 @@ fn read_wire(rows: &mut Rows, body: &[u8]) -> Result<WindowPage, BodyError> {
     })
 }
 
+/// A day's tally as `events_wire_counts` rows (its one event is not read:
+/// the wire's read stores it). A number that is not a whole count
+/// quarantines the tally whole; it then counts nothing.
+fn read_tally(
+    rows: &mut Rows,
+    body: &[u8],
+    day: NaiveDate,
+    before: &[String],
+) -> Result<Option<Vec<(String, u64)>>, BodyError> {
+    let page: EventsPage = parse_envelope(rows, body)?;
+    let Some(counts) = page.counts else {
+        return Ok(None);
+    };
+    let tally: Result<Vec<(String, u64)>, String> =
+        serde_json::from_str::<std::collections::BTreeMap<String, serde_json::Value>>(counts.get())
+            .map_err(|e| format!("not an object of counts: {e}"))
+            .and_then(|tally| {
+                tally
+                    .into_iter()
+                    // A value that is no number is no family's count (a note beside them): kept in raw.
+                    .filter(|(_, n)| n.is_number())
+                    .map(|(family, n)| {
+                        // `12.0` is a count too; JSON does not tell them apart.
+                        let whole = n.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0).map(|f| f as u64);
+                        (family, n.as_u64().or(whole), n)
+                    })
+                    .map(|(family, count, n)| match count {
+                        Some(count) if count < 1 << 53 => Ok((family, count)),
+                        _ => Err(format!("{family}: {n} is not a count")),
+                    })
+                    .collect()
+            });
+    let mut tally = match tally {
+        Ok(tally) => tally,
+        Err(why) => {
+            rows.quarantine(counts.get(), format!("wire counts of {day}: {why}"));
+            return Ok(Some(Vec::new()));
+        }
+    };
+    for family in before {
+        if !tally.iter().any(|(f, _)| f == family) {
+            tally.push((family.clone(), 0));
+        }
+    }
+    let observed_at = rows.fetched_at;
+    for (family, events) in &tally {
+        let row = WireCountRow {
+            filing_date: Some(day),
+            family: Some(family),
+            events: Some(*events as i64),
+            observed_at: Some(observed_at),
+        };
+        rows.push(row, counts.get());
+    }
+    Ok(Some(tally))
+}
+
 fn read_index(rows: &mut Rows, body: &[u8], company_key: &str) -> Result<Vec<Entry>, BodyError> {
     let page: EventsPage = parse_envelope(rows, body)?;
     Ok(page
@@ -267,4 +357,33 @@ pub fn read_item_text(rows: &mut Rows, text: &str, company_key: &str, accession:
         text: Some(text),
     };
     rows.push(row, &serde_json::to_string(text).unwrap_or_default());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(body: &str, before: &[&str]) -> (Option<Vec<(String, u64)>>, usize) {
+        let day = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
+        let route = "/api/v1/events/wire?from=2026-11-20&to=2026-11-20&limit=1&counts=1";
+        let mut rows = Rows::new("run", route, "2026-11-23T00:00:00Z".parse().unwrap());
+        let before: Vec<String> = before.iter().map(|s| (*s).to_owned()).collect();
+        let counted = read_tally(&mut rows, body.as_bytes(), day, &before).unwrap();
+        (counted, rows.quarantined.len())
+    }
+
+    #[test]
+    fn a_tally_counts_each_family_with_zero_for_one_it_no_longer_names() {
+        let page = r#"{"total": 3, "offset": 0, "limit": 1, "events": [],
+            "counts": {"earnings": 2, "guidance": 1.0, "servedShape": "other"}}"#;
+        let owned = |v: &[(&str, u64)]| v.iter().map(|(f, n)| ((*f).to_owned(), *n)).collect::<Vec<_>>();
+        assert_eq!(
+            tally(page, &["earnings", "leadership"]),
+            (Some(owned(&[("earnings", 2), ("guidance", 1), ("leadership", 0)])), 0)
+        );
+        let no_tally = r#"{"total": 0, "offset": 0, "limit": 1, "events": []}"#;
+        assert_eq!(tally(no_tally, &[]), (None, 0));
+        let fraction = r#"{"total": 1, "offset": 0, "limit": 1, "events": [], "counts": {"earnings": 1.5}}"#;
+        assert_eq!(tally(fraction, &["earnings"]), (Some(Vec::new()), 1));
+    }
 }

@@ -366,6 +366,37 @@ pub struct Windows {
     pub read: fn(&mut Rows, body: &[u8]) -> Result<WindowPage, BodyError>,
     pub stored: &'static Stored,
     pub pending: &'static Pending,
+    /// The list's own count of a day's records by kind, where it gives one.
+    pub tally: Option<&'static Tally>,
+}
+
+/// A tally as read: each kind and its count.
+pub type Counted = Vec<(String, u64)>;
+
+/// [`Tally::read`]: an answer of `day`, given the kinds counted before.
+pub type ReadTally =
+    fn(&mut Rows, body: &[u8], day: NaiveDate, before: &[String]) -> Result<Option<Counted>, BodyError>;
+
+/// Closed days back whose tally is asked when `tally_days` is not set.
+pub const DEFAULT_TALLY_DAYS: u32 = 7;
+
+/// What a [`Windows`] list counts of one day by kind (the wire's `counts=1`):
+/// asked once for each day after it closed, kept as the service said it,
+/// and held against the records stored of that day.
+pub struct Tally {
+    /// The query (without `?`) of one day's tally, asking a single record.
+    pub query: fn(day: NaiveDate) -> String,
+    /// An answer as rows of `table`, given the kinds that day's last tally
+    /// counted above zero (one the answer leaves out is counted zero now);
+    /// `None` when the answer holds no tally.
+    pub read: ReadTally,
+    /// Where tallies are kept: the day in [`Stored::dated`]'s name, the kind
+    /// in `kind`, the count in `count`, when it was read in `observed`.
+    pub table: &'static TableDef,
+    /// The kind's column, in `table` and in the stored records alike.
+    pub kind: &'static str,
+    pub count: &'static str,
+    pub observed: &'static str,
 }
 
 /// [`Windows::read`].

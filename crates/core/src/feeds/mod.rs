@@ -98,6 +98,9 @@ pub struct Params {
     pub series_route: Option<String>,
     /// news, company_news, events_wire: how far back the first sync reaches, in days.
     pub backfill_days: Option<u32>,
+    /// The same as a date: the backfill stops at its start (UTC), whenever it runs.
+    #[serde(default, deserialize_with = "date_or_text")]
+    pub since: Option<chrono::NaiveDate>,
     /// Page size of paged routes (news: 1-200, wire: 1-200).
     pub page_limit: Option<u32>,
     /// event_texts, filings: only filings this recent get their texts fetched, in days.
@@ -112,12 +115,17 @@ pub struct Params {
     pub stream_route: Option<String>,
     /// news_bodies: the most requests a UTC day (default 25).
     pub daily_requests: Option<u32>,
+    /// events_wire: closed days back whose tally by family is asked, once each (default 7; 0: none).
+    pub tally_days: Option<u32>,
 }
 
 impl Params {
     /// Where a backfill stops, `backfill_days` back from `now`; `None`: at
     /// the start of what the service serves.
     pub fn horizon(&self, now: chrono::DateTime<chrono::Utc>) -> Option<chrono::DateTime<chrono::Utc>> {
+        if let Some(day) = self.since {
+            return Some(day.and_time(chrono::NaiveTime::MIN).and_utc());
+        }
         self.backfill_days
             .map(|days| now - chrono::Duration::days(i64::from(days)))
     }
@@ -129,6 +137,7 @@ impl Params {
             restate_days,
             series_route,
             backfill_days,
+            since,
             page_limit,
             text_days,
             section_route,
@@ -136,12 +145,14 @@ impl Params {
             recheck_days,
             stream_route,
             daily_requests,
+            tally_days,
         } = self;
         [
             ("first_range", first_range.is_some()),
             ("restate_days", restate_days.is_some()),
             ("series_route", series_route.is_some()),
             ("backfill_days", backfill_days.is_some()),
+            ("since", since.is_some()),
             ("page_limit", page_limit.is_some()),
             ("text_days", text_days.is_some()),
             ("section_route", section_route.is_some()),
@@ -149,11 +160,25 @@ impl Params {
             ("recheck_days", recheck_days.is_some()),
             ("stream_route", stream_route.is_some()),
             ("daily_requests", daily_requests.is_some()),
+            ("tally_days", tally_days.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))
         .collect()
     }
+}
+
+/// `since`: a TOML date (`2024-01-01`) or the same as text.
+fn date_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<chrono::NaiveDate>, D::Error> {
+    let value = toml::Value::deserialize(d)?;
+    let text = match &value {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Datetime(dt) => dt.to_string(),
+        other => other.to_string(),
+    };
+    chrono::NaiveDate::parse_from_str(&text, "%Y-%m-%d")
+        .map(Some)
+        .map_err(|_| serde::de::Error::custom(format!("since = {text}: expected a date such as 2024-01-01")))
 }
 
 /// Looks a feed up by name.
@@ -226,6 +251,9 @@ pub fn read_as_every_response(rows: &mut Rows, body: &[u8]) {
             }
             Fetch::OffsetWindows(windows) => {
                 let _ = (windows.read)(rows, body);
+                if let Some(tally) = windows.tally {
+                    let _ = (tally.read)(rows, body, day, &["earnings".to_owned()]);
+                }
             }
             // Bodies that are not UTF-8 are quarantined before a text reader sees them.
             Fetch::ParentTexts(texts) => {

@@ -368,7 +368,7 @@ pub static FEED: Feed = Feed {
     auth: true,
     tables: &[&NEWS_ITEMS, &NEWS_HEADLINE_REVISIONS, &NEWS_SOURCES],
     fetch: Fetch::Cursor(TAPE),
-    params: &["stream_route", "backfill_days", "page_limit"],
+    params: &["stream_route", "backfill_days", "since", "page_limit"],
     check: tape,
 };
 
@@ -384,7 +384,7 @@ pub static COMPANY: Feed = Feed {
         &NEWS_COMPANY_ITEMS,
     ],
     fetch: Fetch::CompanyCursor(TAPE),
-    params: &["backfill_days", "page_limit"],
+    params: &["backfill_days", "since", "page_limit"],
     check: tape,
 };
 
@@ -398,7 +398,7 @@ pub static SEARCHES: Feed = Feed {
         read: read_hits,
         ..TAPE
     }),
-    params: &["backfill_days", "page_limit"],
+    params: &["backfill_days", "since", "page_limit"],
     check: tape,
 };
 

@@ -214,6 +214,8 @@ struct Cost {
     observed: Option<f64>,
     /// Texts: the document parts of the last four weeks, a day.
     texts_a_day: Option<f64>,
+    /// Requests a day besides the runs': a windowed list's tally of the day that closed.
+    tally_a_day: f64,
 }
 
 impl Cost {
@@ -231,10 +233,19 @@ impl Cost {
             Some(r) => texts_per_day(p, r, now)?,
             None => None,
         };
+        let tally_a_day = match &p.feed.fetch {
+            Fetch::OffsetWindows(w)
+                if w.tally.is_some() && p.params.tally_days.unwrap_or(crate::feeds::DEFAULT_TALLY_DAYS) > 0 =>
+            {
+                1.0
+            }
+            _ => 0.0,
+        };
         Ok(Cost {
             least: p.feed.fetch.least_requests(crate::feeds::Reach::of(config)) as f64,
             observed: median(&observed),
             texts_a_day,
+            tally_a_day,
         })
     }
 
@@ -242,10 +253,15 @@ impl Cost {
     /// [`PipelineForecast::basis`]). Texts are asked per new document part,
     /// not per run, so their cost a run falls as runs grow.
     fn per_run(&self, runs_per_day: f64) -> (f64, &'static str) {
+        let tally = if runs_per_day > 0.0 {
+            self.tally_a_day / runs_per_day
+        } else {
+            0.0
+        };
         match (self.texts_a_day, self.observed) {
             (Some(a_day), _) if runs_per_day > 0.0 => (self.least + a_day / runs_per_day, "rate"),
-            (_, Some(m)) => (m, "observed"),
-            _ => (self.least, "least"),
+            (_, Some(m)) => (m + tally, "observed"),
+            _ => (self.least + tally, "least"),
         }
     }
 

@@ -65,6 +65,11 @@ pub enum SinkError {
          resumes from the last one"
     )]
     DiskFull { path: PathBuf, message: String },
+    #[error(
+        "the warehouse {path} is at layout version {found}, written by a newer fdsync; this one knows up to \
+         {known}: run the newer fdsync (or point [warehouse] duckdb at another file); nothing was changed"
+    )]
+    NewerLayout { path: PathBuf, found: u32, known: u32 },
     #[error(transparent)]
     Batch(#[from] crate::batch::BatchError),
     #[error("the warehouse writer stopped")]

@@ -365,6 +365,8 @@ impl Syncer {
         universe: &mut Option<Vec<Member>>,
     ) -> Result<(PipelineOutcome, Option<(bool, SyncError)>), SyncError> {
         let started_at = self.clock.now();
+        // The run's duration is wall time, whatever clock the run keeps.
+        let started = std::time::Instant::now();
         let sent_before = self.client.requests_sent();
         tracing::info!(message = "Pipeline started.", pipeline = %pipeline.name, %run_id);
         let tracker = crate::progress::Tracker::start(&pipeline.name);
@@ -419,7 +421,9 @@ impl Syncer {
             error,
             resumes,
         };
-        crate::metrics::pipeline_run(&pipeline.name, &outcome.status.to_string(), self.clock.now());
+        let finished_at = self.clock.now();
+        crate::metrics::pipeline_run(&pipeline.name, &outcome.status.to_string(), finished_at);
+        crate::metrics::run_duration(&pipeline.name, started.elapsed().as_secs_f64());
         crate::metrics::shortfall(&pipeline.name, shortfall, unreadable_count as u64);
         crate::metrics::not_served(
             &pipeline.name,

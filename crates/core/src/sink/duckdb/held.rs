@@ -285,7 +285,12 @@ impl DuckDbSink {
         };
         let message = source.to_string();
         let first_line = message.lines().next().unwrap_or_default().to_owned();
-        if message.contains("Out of Memory") || message.contains("could not allocate block") {
+        // The appender passes DuckDB's out-of-memory error on without its
+        // "Out of Memory Error" prefix.
+        if message.contains("Out of Memory")
+            || message.contains("could not allocate block")
+            || message.contains("failed to allocate data of size")
+        {
             SinkError::OutOfMemory {
                 table,
                 context,

@@ -11,6 +11,7 @@ pub mod export;
 mod held;
 mod load;
 mod merge;
+pub mod migrations;
 pub mod reader;
 mod reads;
 pub mod reset;
@@ -202,7 +203,9 @@ impl DuckDbSink {
             std::fs::create_dir_all(dir).map_err(|e| open_err(format!("creating {}: {e}", dir.display())))?;
         }
         let sink = Self::reopen(path, settings)?;
+        let at = sink.layout_version()?;
         sink.create_schema()?;
+        sink.migrate(at)?;
         Ok(sink)
     }
 

@@ -333,6 +333,28 @@ impl BookkeepingReader {
         rows.collect::<Result<_, _>>().map_err(err())
     }
 
+    /// Every checkpoint (of `pipeline` only, when named), by pipeline and
+    /// partition: partition, cursor, when it last moved.
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn checkpoints(&self, pipeline: Option<&str>) -> Result<Vec<(String, NewestCheckpoint)>, SinkError> {
+        let err = || sql_err("_sync_checkpoints", "reading the checkpoints");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT pipeline, \"partition\", cursor, updated_at FROM _sync_checkpoints \
+                 WHERE ? IS NULL OR pipeline = ? ORDER BY pipeline, \"partition\"",
+            )
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([pipeline, pipeline], |r| {
+                Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?)))
+            })
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
     /// How many documents of `stored` are dated `since` or later.
     ///
     /// # Errors

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{BOUND_LIST, DuckDbSink, ident, json_list, partition_text, sql_err};
-use crate::feeds::{self, Pending, Stored, StoredParts};
+use crate::feeds::{self, Pending, Stored, StoredParts, Tally};
 use crate::sink::{SinkError, StoredCheckpoint};
 use crate::tables::TableDef;
 use crate::upstream::ratelimit::QuotaWindow;
@@ -303,6 +303,96 @@ impl DuckDbSink {
             |r| r.get(0),
         )?;
         Ok(found.into_iter().next().unwrap_or(0).max(0) as u64)
+    }
+
+    /// Whether an alert for `pipeline` and `cause` was sent on `day`.
+    ///
+    /// # Errors
+    /// When the alert log cannot be read.
+    pub fn alerted(&self, day: NaiveDate, pipeline: &str, cause: &str) -> Result<bool, SinkError> {
+        let found: Vec<i64> = self.rows(
+            ("_sync_alerts", "reading the alerts sent"),
+            "SELECT count(*) FROM _sync_alerts WHERE day = ?::DATE AND pipeline = ? AND cause = ?",
+            &[&day.to_string(), pipeline, cause],
+            |r| r.get(0),
+        )?;
+        Ok(found.first().is_some_and(|n| *n > 0))
+    }
+
+    /// Remembers an alert the webhook took.
+    ///
+    /// # Errors
+    /// When the alert log cannot be written.
+    pub fn record_alert(
+        &mut self,
+        at: DateTime<Utc>,
+        pipeline: &str,
+        cause: &str,
+        run_id: &str,
+        http_status: u16,
+    ) -> Result<(), SinkError> {
+        self.commit_held_now()?;
+        self.conn
+            .execute(
+                "INSERT INTO _sync_alerts (day, pipeline, cause, run_id, sent_at, http_status) \
+                 VALUES (?::DATE, ?, ?, ?, ?::TIMESTAMPTZ, ?) ON CONFLICT DO NOTHING",
+                duckdb::params![
+                    at.date_naive().to_string(),
+                    pipeline,
+                    cause,
+                    run_id,
+                    at.to_rfc3339(),
+                    i64::from(http_status)
+                ],
+            )
+            .map_err(sql_err("_sync_alerts", "recording an alert"))?;
+        Ok(())
+    }
+
+    /// How many documents `stored` holds dated `day`, by `tally.kind`.
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn stored_by_kind(
+        &self,
+        stored: &Stored,
+        tally: &Tally,
+        day: NaiveDate,
+    ) -> Result<Vec<(String, u64)>, SinkError> {
+        let sql = format!(
+            "SELECT {kind}, count(*) FROM {table} WHERE {dated} = ?::DATE AND {kind} IS NOT NULL GROUP BY {kind}",
+            kind = ident(tally.kind),
+            dated = ident(stored.dated),
+            table = ident(stored.table.name),
+        );
+        self.rows(
+            (stored.table.name, "counting a day's rows by kind"),
+            &sql,
+            &[&day.to_string()],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64)),
+        )
+    }
+
+    /// The kinds the newest tally of `day` counted above zero.
+    ///
+    /// # Errors
+    /// When the table cannot be read.
+    pub fn tallied_kinds(&self, stored: &Stored, tally: &Tally, day: NaiveDate) -> Result<Vec<String>, SinkError> {
+        let sql = format!(
+            "SELECT {kind} FROM {table} WHERE {dated} = ?::DATE GROUP BY {kind} \
+             HAVING arg_max({count}, {observed}) > 0 ORDER BY {kind}",
+            kind = ident(tally.kind),
+            count = ident(tally.count),
+            observed = ident(tally.observed),
+            dated = ident(stored.dated),
+            table = ident(tally.table.name),
+        );
+        self.rows(
+            (tally.table.name, "reading a day's last tally"),
+            &sql,
+            &[&day.to_string()],
+            |r| r.get(0),
+        )
     }
 
     /// For each (company, id of the last document seen): the company's

@@ -103,7 +103,10 @@ fn a_writer_out_of_memory_while_holding_stops_holding() {
         batches: vec![price_days((from..from + 100_000).chain([from]).map(|d| (d, 1.0)))],
         checkpoints: Vec::new(),
     };
-    sink.conn.execute_batch("SET memory_limit = '1MiB'").unwrap();
+    // Written out first, the new file's pages can be let go of under the limit.
+    sink.conn
+        .execute_batch("CHECKPOINT; SET memory_limit = '1MiB'")
+        .unwrap();
     let failed = sink.commit_held(commit(0)).unwrap_err();
     assert!(matches!(failed, SinkError::OutOfMemory { .. }), "{failed}");
     assert!(sink.held.is_none() && !sink.holds_bulk_commits);
