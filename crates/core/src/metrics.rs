@@ -260,11 +260,7 @@ pub fn pipeline_run(pipeline: &str, status: &str, finished_at: chrono::DateTime<
         })
         .inc();
     if status == "ok" {
-        m.last_success
-            .get_or_create(&PipelineLabel {
-                pipeline: pipeline.to_owned(),
-            })
-            .set(finished_at.timestamp_millis() as f64 / 1000.0);
+        last_success(pipeline, finished_at);
     }
 }
 

@@ -265,14 +265,11 @@ fn read_tally(
                     .into_iter()
                     // A value that is no number is no family's count (a note beside them): kept in raw.
                     .filter(|(_, n)| n.is_number())
-                    .map(|(family, n)| {
-                        // `12.0` is a count too; JSON does not tell them apart.
-                        let whole = n.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0).map(|f| f as u64);
-                        (family, n.as_u64().or(whole), n)
-                    })
-                    .map(|(family, count, n)| match count {
-                        Some(count) if count < 1 << 53 => Ok((family, count)),
-                        _ => Err(format!("{family}: {n} is not a count")),
+                    // Whole and not negative, as every count the wire serves.
+                    .map(|(family, n)| match crate::wire::tolerant::option_count(n) {
+                        Ok(Some(count)) => Ok((family, count)),
+                        Ok(None) => Err(format!("{family}: no count")),
+                        Err(e) => Err(format!("{family}: {e}")),
                     })
                     .collect()
             });
