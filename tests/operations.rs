@@ -40,7 +40,7 @@ async fn the_stream_delivers_every_item_once_across_server_closes_and_a_dropped_
     let stream = h.syncer.run_stream(&pipeline, &shutdown, false);
     let drive = async {
         // Connected first: a stream with no cursor starts at the head.
-        stream_connected(&h).await;
+        stream_connected(&h, 0).await;
         let mut dropped = 0;
         for step in 0..12 {
             sim.advance(Duration::from_secs(20 * 60));
@@ -134,9 +134,9 @@ fn streaming_emulator() -> fdsync_emulator::EmulatorConfig {
 }
 
 /// Waits until the stream has connected (its first request).
-async fn stream_connected(h: &Harness) {
+async fn stream_connected(h: &Harness, requests_before: u64) {
     wait_for("the stream to connect", Duration::from_secs(20), || async {
-        h.emulator.emulator.stats().requests > 0
+        h.emulator.emulator.stats().requests > requests_before
     })
     .await;
 }
@@ -192,8 +192,9 @@ async fn a_daemon_with_only_the_stream_publishes_the_lake() {
         lake: Lake::configured(&config.warehouse).unwrap().map(std::sync::Arc::new),
     };
     let shutdown = CancellationToken::new();
+    let polled_requests = h.emulator.emulator.stats().requests;
     let running = tokio::spawn(daemon.run(shutdown.clone()));
-    stream_connected(&h).await;
+    stream_connected(&h, polled_requests).await;
     let sim = h.clock.as_sim().unwrap().clone();
     let versions = || {
         std::fs::read_dir(lake_dir.join("news_items/_delta_log"))
@@ -270,16 +271,21 @@ async fn a_stream_frame_that_does_not_follow_on_is_not_stored_and_nothing_is_los
     h.emulator
         .emulator
         .set_quirks(fdsync_emulator::Quirks::parse("after_newest_first").unwrap());
+    // The poll's requests are counted too: the stream's connections are
+    // those beyond them.
+    let polled_requests = h.emulator.emulator.stats().requests;
+    let connections = || h.emulator.emulator.stats().requests - polled_requests;
     let shutdown = CancellationToken::new();
     let stream = h.syncer.run_stream(&pipeline, &shutdown, false);
     let drive = async {
-        stream_connected(&h).await;
+        stream_connected(&h, polled_requests).await;
         h.clock.as_sim().unwrap().advance(Duration::from_secs(30 * 60));
-        // Refused frames: the stream connects again and again.
+        // Refused frames: the stream connects again and again. The second
+        // connection began after the advance, so it was served newest first.
         wait_for(
             "the stream to refuse frames and reconnect",
             Duration::from_secs(30),
-            || async { h.emulator.emulator.stats().requests >= 3 },
+            || async { connections() >= 3 },
         )
         .await;
         let refused_stored = h.int("SELECT count(*) FROM news_items").await;
