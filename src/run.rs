@@ -95,9 +95,18 @@ pub async fn sync_once(
         _ => None,
     };
     let textfile = metrics_file.or_else(|| syncer.config.metrics.textfile.clone());
+    // Nothing returns before the warehouse is closed: a reporting error
+    // joins the run's result after it.
+    let mut report_error = None;
     let summary = if json || textfile.is_some() || syncer.config.alerts.webhook.is_some() {
         let finished_at = syncer.clock.now();
-        let status = syncer.status(&loaded).await?;
+        let status = match syncer.status(&loaded).await {
+            Ok(status) => status,
+            Err(e) => {
+                syncer.sink.close().await;
+                return Err(e.into());
+            }
+        };
         let drift = status.unknown_fields.len() as u64;
         let new_drift = fdsync_core::alerts::drift_since(&status, started_at);
         for p in &status.pipelines {
@@ -119,16 +128,18 @@ pub async fn sync_once(
         }
         if let Some(path) = &textfile {
             fdsync_core::metrics::drift_fields(drift);
-            fdsync_core::metrics::write_textfile(path).map_err(|e| {
-                SyncError::Other(format!("[metrics] textfile {}: cannot write it: {e}", path.display()))
-            })?;
+            if let Err(e) = fdsync_core::metrics::write_textfile(path) {
+                let e = SyncError::Other(format!("[metrics] textfile {}: cannot write it: {e}", path.display()));
+                summary.error.get_or_insert_with(|| e.to_string());
+                report_error = Some(e);
+            }
         }
         json.then_some(summary)
     } else {
         None
     };
     syncer.sink.close().await;
-    let result = result.and(publish_error.map_or(Ok(()), Err));
+    let result = result.and(publish_error.or(report_error).map_or(Ok(()), Err));
     if let Some(mut summary) = summary {
         summary.exit_code = match &result {
             Err(SyncError::Interrupted) => stopped_exit_code(),

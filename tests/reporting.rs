@@ -80,6 +80,17 @@ async fn a_timer_run_writes_its_metrics_for_the_textfile_collector() {
         .collect();
     assert_eq!(left.len(), 1, "only the metrics file: {left:?}");
     assert!(!page.contains(TEST_KEY));
+
+    // A file that cannot be written fails the run by its key, after the
+    // run's rows and its log were committed and the warehouse closed.
+    let unwritable = subject.dir.path().join("no-such-folder/fdsync.prom");
+    let mut args = vec!["sync", "--once", "--metrics-file", unwritable.to_str().unwrap()];
+    args.extend(["--pipeline", "companies"]);
+    let out = subject.run(&args).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("[metrics] textfile"), "{}", text(&out));
+    let state = subject.run(&["state", "companies"]).await;
+    assert!(state.status.success(), "the warehouse opens again: {}", text(&state));
 }
 
 /// A receiver on loopback: every body POSTed to it.
