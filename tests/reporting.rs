@@ -163,6 +163,97 @@ async fn a_failing_pipeline_alerts_the_webhook_once_a_day() {
     assert_eq!(sent, 1);
 }
 
+/// A shortfall, new drift and the quota wall each alert once a day, by
+/// pipeline and cause: drift as pipeline `*`, naming the field and route.
+#[tokio::test]
+async fn a_shortfall_new_drift_and_the_quota_wall_each_alert_once_a_day() {
+    use fdsync_emulator::PlanLimits;
+
+    let quirks = "page_cap=37,withhold_page=37,envelope_field=factSource";
+    let quirked = crate::util::spawn(crate::quirks::with_quirks(
+        &crate::util::frozen_clock(),
+        crate::quirks::roomy(),
+        quirks,
+    ))
+    .await;
+    let subject = Subject::new(&quirked.base_url(), false);
+    let (hook, got) = receiver().await;
+    let config = std::fs::read_to_string(&subject.config).unwrap();
+    std::fs::write(&subject.config, format!("{config}\n[alerts]\nwebhook = \"{hook}\"\n")).unwrap();
+    let alerts = || {
+        let mut seen: Vec<(String, String)> = got
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    a["pipeline"].as_str().unwrap().to_owned(),
+                    a["cause"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        seen.sort();
+        seen
+    };
+    let pair = |p: &str, c: &str| (p.to_owned(), c.to_owned());
+
+    let first = subject.run(&["sync", "--once", "--pipeline", "events_wire"]).await;
+    assert_eq!(
+        alerts(),
+        [pair("*", "drift"), pair("events_wire", "shortfall")],
+        "{}",
+        text(&first)
+    );
+    {
+        let bodies = got.lock().unwrap();
+        let drift = bodies.iter().find(|a| a["cause"] == "drift").unwrap();
+        let reason = drift["reason"].as_str().unwrap();
+        assert!(reason.contains("/api/v1/events/wire $.factSource"), "{drift}");
+        let short = bodies.iter().find(|a| a["cause"] == "shortfall").unwrap();
+        assert_eq!(short["status"], "partial", "{short}");
+        assert!(
+            short["reason"].as_str().unwrap().contains("the service counts"),
+            "{short}"
+        );
+    }
+    // The same shortfall again, and no field first seen: nothing new.
+    let again = subject.run(&["sync", "--once", "--pipeline", "events_wire"]).await;
+    assert_eq!(alerts().len(), 2, "{}", text(&again));
+
+    // The quota spent by someone else: the wall, once.
+    let spent = crate::util::spawn(crate::util::emulator_config(
+        &crate::util::frozen_clock(),
+        PlanLimits::free(),
+    ))
+    .await;
+    let http = reqwest::Client::new();
+    for _ in 0..250 {
+        http.get(format!("{}/api/v1/indices", spent.base_url()))
+            .header("X-API-KEY", TEST_KEY)
+            .send()
+            .await
+            .unwrap();
+    }
+    let config = std::fs::read_to_string(&subject.config).unwrap();
+    std::fs::write(&subject.config, config.replace(&quirked.base_url(), &spent.base_url())).unwrap();
+    for _ in 0..2 {
+        let walled = subject.run(&["sync", "--once", "--pipeline", "indices"]).await;
+        assert_eq!(walled.status.code(), Some(75), "{}", text(&walled));
+    }
+    assert_eq!(
+        alerts(),
+        [
+            pair("*", "drift"),
+            pair("events_wire", "shortfall"),
+            pair("indices", "quota_wall")
+        ]
+    );
+    let sent = read_only(&subject.warehouse())
+        .query_row("SELECT count(*) FROM _sync_alerts", [], |r| r.get::<_, i64>(0))
+        .unwrap();
+    assert_eq!(sent, 3);
+}
+
 /// The daemon under a service manager: READY=1 once it runs, WATCHDOG=1 at
 /// half the watchdog's timeout while it lives, STOPPING=1 on SIGTERM.
 #[tokio::test]
