@@ -5,9 +5,9 @@
 //! whose body arrived whole and parsed: a truncated or malformed body is
 //! retried like a 5xx, so nothing downstream ever commits half a page.
 
+mod credential_file;
 mod error;
 mod http;
-mod key_file;
 pub mod ratelimit;
 
 use std::sync::{Arc, Mutex};
@@ -32,7 +32,7 @@ const STREAM_READ_TIMEOUT_SECS: u64 = 45;
 /// How long a 401 waits for the key file to change (checked with backoff)
 /// before the key counts as refused: the kubelet refreshes a mounted Secret
 /// within about a minute of its change.
-const KEY_FILE_WAIT: Duration = Duration::from_secs(90);
+const CREDENTIAL_FILE_WAIT: Duration = Duration::from_secs(90);
 
 /// Redirects followed within the configured origin, at most.
 const MAX_REDIRECTS: usize = 5;
@@ -98,7 +98,7 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("base", &self.inner.base)
             .field("key", &*key)
-            .field("key_file", &self.inner.key_file)
+            .field("credential_file", &self.inner.credential_file)
             .field("max_attempts", &self.inner.max_attempts)
             .finish_non_exhaustive()
     }
@@ -114,11 +114,11 @@ struct Inner {
     /// Where the key came from, when a file: read again whenever it changes
     /// and on a 401, because a rotated Kubernetes Secret changes the file
     /// under a running process.
-    key_file: Option<std::path::PathBuf>,
+    credential_file: Option<std::path::PathBuf>,
     /// What the key file holds: an API key or an access token.
     credential_kind: CredentialKind,
     /// The file's modification time and length when it was last read.
-    key_file_read: Mutex<Option<(std::time::SystemTime, u64)>>,
+    credential_file_read: Mutex<Option<(std::time::SystemTime, u64)>>,
     use_credits: bool,
     /// Requests this client may still send (`u64::MAX`: no cap).
     budget: std::sync::atomic::AtomicU64,
@@ -190,9 +190,9 @@ impl Client {
                 stream_http,
                 base: config.base_url.trim_end_matches('/').to_owned(),
                 key: std::sync::RwLock::new(key),
-                key_file: config.credential_file().map(std::path::Path::to_path_buf),
+                credential_file: config.credential_file().map(std::path::Path::to_path_buf),
                 credential_kind: config.credential,
-                key_file_read: Mutex::new(None),
+                credential_file_read: Mutex::new(None),
                 use_credits: config.use_credits,
                 budget: std::sync::atomic::AtomicU64::new(u64::MAX),
                 budget_limit: std::sync::atomic::AtomicU64::new(u64::MAX),
@@ -415,7 +415,7 @@ impl Client {
             loop {
                 match self.get_with_retries(route, access, &parse).await {
                     Err(UpstreamError::Unauthenticated { .. })
-                        if access == Access::Key && self.await_new_key().await => {}
+                        if access == Access::Key && self.await_new_credential().await => {}
                     other => return other,
                 }
             }
@@ -525,7 +525,7 @@ impl Client {
         let opened = async {
             loop {
                 match self.open_stream_once(route).await {
-                    Err(UpstreamError::Unauthenticated { .. }) if self.await_new_key().await => {}
+                    Err(UpstreamError::Unauthenticated { .. }) if self.await_new_credential().await => {}
                     other => return other,
                 }
             }
@@ -563,7 +563,7 @@ impl Client {
             Access::Public => &inner.public_pacer,
         };
         if access == Access::Key {
-            self.refresh_key();
+            self.refresh_credential();
             if let Some(expired) = self.expired_token(route) {
                 return Err(expired);
             }

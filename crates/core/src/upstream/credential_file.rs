@@ -4,21 +4,27 @@
 
 use std::time::Duration;
 
-use super::{Client, KEY_FILE_WAIT, UpstreamError};
+use super::{CREDENTIAL_FILE_WAIT, Client, UpstreamError};
 use crate::config::{Credential, CredentialKind};
 
 impl Client {
     /// Reads the key file again if it changed since it was last read;
     /// whether it now holds another valid key (then it is used). A file that
     /// does not hold a valid key leaves the current one in use.
-    pub(super) fn refresh_key(&self) -> bool {
-        let Some(file) = &self.inner.key_file else { return false };
+    pub(super) fn refresh_credential(&self) -> bool {
+        let Some(file) = &self.inner.credential_file else {
+            return false;
+        };
         let Ok(meta) = std::fs::metadata(file) else {
             return false;
         };
         let stamp = (meta.modified().unwrap_or(std::time::UNIX_EPOCH), meta.len());
         {
-            let mut read = self.inner.key_file_read.lock().unwrap_or_else(|e| e.into_inner());
+            let mut read = self
+                .inner
+                .credential_file_read
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             if *read == Some(stamp) {
                 return false;
             }
@@ -49,17 +55,17 @@ impl Client {
         true
     }
 
-    /// After a 401: waits, with backoff, up to [`KEY_FILE_WAIT`] for the key
+    /// After a 401: waits, with backoff, up to [`CREDENTIAL_FILE_WAIT`] for the key
     /// file to hold another valid key; whether it did. Without a key file, at once false.
-    pub(super) async fn await_new_key(&self) -> bool {
-        if self.inner.key_file.is_none() {
+    pub(super) async fn await_new_credential(&self) -> bool {
+        if self.inner.credential_file.is_none() {
             return false;
         }
         let clock = &self.inner.clock;
-        let deadline = clock.now() + chrono::Duration::from_std(KEY_FILE_WAIT).unwrap_or_default();
+        let deadline = clock.now() + chrono::Duration::from_std(CREDENTIAL_FILE_WAIT).unwrap_or_default();
         let mut delay = Duration::from_secs(1);
         loop {
-            if self.refresh_key() {
+            if self.refresh_credential() {
                 return true;
             }
             if clock.now() >= deadline {
@@ -122,7 +128,7 @@ impl Client {
     }
 
     fn token_advice(&self) -> String {
-        match &self.inner.key_file {
+        match &self.inner.credential_file {
             Some(file) => format!(
                 "the token helper must keep {} fresh (fdsync reads it again whenever it changes)",
                 file.display()
