@@ -1075,3 +1075,70 @@ async fn full_text_items_without_a_body_get_it_from_the_item_route_within_the_bu
     );
     assert_eq!(report.outcomes[0].requests, 1);
 }
+
+/// A service that serves no body for a full-text item, on the tapes or on
+/// the item route (a licence withheld): nothing is invented, an item asked
+/// waits a week before it is asked again, and a wait that is over is
+/// forgotten, so the marks left are a week of asking at most.
+#[tokio::test]
+async fn a_body_the_item_route_withholds_is_asked_again_after_a_week_and_then_forgotten() {
+    let h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
+    h.emulator
+        .emulator
+        .set_quirks(fdsync_emulator::Quirks::parse("withheld_bodies").unwrap());
+    let mut news_tape = h.only(&["news"]);
+    news_tape[0].params.backfill_days = Some(1);
+    let mut bodies = h.only(&["news_bodies"]);
+    bodies[0].params.daily_requests = Some(10);
+    h.emulator.emulator.record_served();
+    run_ok(&h, &news_tape).await;
+    let lacking = "SELECT count(*) FROM news_items WHERE licence_class = 'full_text' AND body IS NULL";
+    let before = h.int(lacking).await;
+    assert!(before > 20, "more lack a body than two days' budget: {before}");
+    let mut seen = 0;
+    let mut asked_next = async || {
+        run_ok(&h, &bodies).await;
+        let asked: BTreeSet<String> = h
+            .emulator
+            .emulator
+            .served()
+            .iter()
+            .filter(|s| s.target.starts_with("/api/v1/news/items/"))
+            .skip(seen)
+            .map(|s| s.target.trim_start_matches("/api/v1/news/items/").to_owned())
+            .collect();
+        seen += asked.len();
+        let waiting: BTreeSet<String> = h
+            .strings(
+                "SELECT substr(\"partition\", 7) FROM _sync_checkpoints \
+                 WHERE pipeline = 'news_bodies' AND starts_with(\"partition\", 'asked:')",
+            )
+            .await
+            .into_iter()
+            .collect();
+        (asked, waiting)
+    };
+    let sim = h.clock.as_sim().unwrap().clone();
+
+    let (first, waiting) = asked_next().await;
+    assert_eq!(first.len(), 10, "the day's budget");
+    assert_eq!(waiting, first, "each item asked and not served waits");
+    assert_eq!(h.int(lacking).await, before, "no body invented");
+    assert_eq!(h.int("SELECT count(*) FROM news_items WHERE body IS NOT NULL").await, 0);
+
+    sim.advance(Duration::from_secs(24 * 3600));
+    let (second, waiting) = asked_next().await;
+    assert_eq!(second.len(), 10);
+    assert!(
+        first.is_disjoint(&second),
+        "a waiting item is not asked: {first:?} {second:?}"
+    );
+    assert_eq!(waiting, first.union(&second).cloned().collect());
+
+    // Eight days on: both waits are over, so both are forgotten, and the
+    // most important items (the first day's) are asked again.
+    sim.advance(Duration::from_secs(7 * 24 * 3600));
+    let (third, waiting) = asked_next().await;
+    assert_eq!(third, first, "the most important again once their week is over");
+    assert_eq!(waiting, third, "the waits that were over are forgotten");
+}

@@ -59,6 +59,7 @@ pub const QUIRK_NAMES: &[&str] = &[
     "ignored_lookback",
     "withdrawn_country",
     "bodies_by_item",
+    "withheld_bodies",
     "envelope_field",
 ];
 
@@ -141,6 +142,9 @@ pub struct Quirks {
     /// The news feeds, search, top stories and stream frames carry no
     /// `body`: a full-text item's body is served by `/news/items/{id}` only.
     pub bodies_by_item: bool,
+    /// No `body` anywhere: the feeds carry none and `/news/items/{id}`
+    /// answers the item and its storyline without one (a licence withheld).
+    pub withheld_bodies: bool,
     /// Every JSON object a data route answers carries this field beside its
     /// own (a fact-source reference, say): a field at envelope level that no
     /// reader knows.
@@ -258,6 +262,7 @@ impl Quirks {
                 None if part == "ignored_lookback" => q.ignored_lookback = true,
                 None if part == "withdrawn_country" => q.withdrawn_country = true,
                 None if part == "bodies_by_item" => q.bodies_by_item = true,
+                None if part == "withheld_bodies" => q.withheld_bodies = true,
                 _ => {
                     return Err(format!(
                         "{part:?}: use page_cap=N, rename=FAMILIES, null=FAMILIES, unpadded_ciks, after_newest_first, \
@@ -265,7 +270,7 @@ impl Quirks {
                          unserved=FAMILIES@COMPANY[:STATUS], refuse=FAMILY:STATUS, rename_inner=FAMILIES, ignore_sort, \
                          no_total, offset_cap=OFFSET, repeated_filters, json_texts, no_server_time, exclusive_dates, \
                          retyped_dividend, withdrawn_month, split=YYYY-MM-DD, local_midnight_bars, ignored_lookback, withdrawn_country, \
-                         bodies_by_item or envelope_field=NAME"
+                         bodies_by_item, withheld_bodies or envelope_field=NAME"
                     ));
                 }
             }
@@ -560,8 +565,23 @@ fn rewrite_body(
             months.remove(i);
         }
     }
-    if q.bodies_by_item && matches!(family, Some("news" | "top")) {
+    if (q.bodies_by_item || q.withheld_bodies) && matches!(family, Some("news" | "top")) {
         without_bodies(body);
+    }
+    if q.withheld_bodies
+        && family == Some("item")
+        && let Some(answer) = body.as_object_mut()
+    {
+        for (key, value) in answer.iter_mut() {
+            let members: Vec<&mut Value> = match (key.as_str(), value) {
+                ("item", item) => vec![item],
+                ("storyline", Value::Array(list)) => list.iter_mut().collect(),
+                _ => Vec::new(),
+            };
+            for member in members.into_iter().filter_map(Value::as_object_mut) {
+                member.remove("body");
+            }
+        }
     }
     if q.withdrawn_country
         && family == Some("geo")

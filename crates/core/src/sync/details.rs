@@ -2,7 +2,8 @@
 //! rows of a table that lack what a per-record route serves (a full-text
 //! news item stored without its body), each asked by its key, the most
 //! important first, within `daily_requests` a UTC day. A record asked and
-//! not served waits a week before it is asked again.
+//! not served waits a week before it is asked again; a wait that is over is
+//! forgotten, so the marks are at most a week of asking.
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 
@@ -46,14 +47,18 @@ impl Syncer {
         let per_day = u64::from(pipeline.params.daily_requests.unwrap_or(DEFAULT_DAILY_REQUESTS));
         let checkpoints = self.checkpoints_of(pipeline).await?;
         let mut spent = spent_on(checkpoints.get(DAY_PARTITION).map(|c| c.cursor.as_str()), today);
-        let waiting: Vec<String> = checkpoints
-            .iter()
-            .filter_map(|(partition, c)| {
-                let id = partition.strip_prefix("asked:")?;
-                let at: DateTime<Utc> = c.cursor.parse().ok()?;
-                (now - at < Duration::days(ASK_AGAIN_AFTER_DAYS)).then(|| id.to_owned())
-            })
-            .collect();
+        let (mut waiting, mut over) = (Vec::new(), Vec::new());
+        for (partition, c) in &checkpoints {
+            let Some(id) = partition.strip_prefix("asked:") else {
+                continue;
+            };
+            match c.cursor.parse::<DateTime<Utc>>() {
+                Ok(at) if now - at < Duration::days(ASK_AGAIN_AFTER_DAYS) => waiting.push(id.to_owned()),
+                _ => over.push(partition.clone()),
+            }
+        }
+        let name = pipeline.name.clone();
+        self.sink.call(move |s| s.forget_checkpoints(&name, &over)).await??;
         let left = per_day.saturating_sub(spent);
         if left == 0 {
             tracing::info!(message = "Today's requests for details are spent.", pipeline = %pipeline.name, per_day);

@@ -303,7 +303,7 @@ async fn news_stream(State(state): State<Arc<AppState>>, Query(query): Query<Has
                 {
                     items.reverse();
                 }
-                if quirks.bodies_by_item {
+                if quirks.bodies_by_item || quirks.withheld_bodies {
                     crate::quirks::without_bodies(&mut page);
                 }
                 let body = super::shapes::render(&page, shapes);

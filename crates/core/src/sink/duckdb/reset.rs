@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{COMMIT_SEQ, DuckDbSink, ident, sql_err};
+use super::{BOUND_LIST, COMMIT_SEQ, DuckDbSink, ident, json_list, sql_err};
 use crate::bookkeeping::{SYNC_CHECKPOINTS, SYNC_RESETS};
 use crate::sink::SinkError;
 use crate::tables::TableDef;
@@ -68,6 +68,28 @@ impl DuckDbSink {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
         committed
+    }
+
+    /// Deletes the checkpoints `partitions` of `pipeline`: marks that steer
+    /// nothing any more (a record's wait before it is asked again, over).
+    /// One statement, so all or none go.
+    ///
+    /// # Errors
+    /// When the statement fails: then nothing is deleted.
+    pub fn forget_checkpoints(&mut self, pipeline: &str, partitions: &[String]) -> Result<u64, SinkError> {
+        if partitions.is_empty() {
+            return Ok(0);
+        }
+        self.commit_held_now()?;
+        let sql = format!(
+            "DELETE FROM {} WHERE pipeline = ? AND \"partition\" IN (SELECT value FROM {BOUND_LIST})",
+            ident(SYNC_CHECKPOINTS.name)
+        );
+        let removed = self
+            .conn
+            .execute(&sql, [pipeline, &json_list(partitions)])
+            .map_err(sql_err(SYNC_CHECKPOINTS.name, "forgetting waits that are over"))?;
+        Ok(removed as u64)
     }
 
     fn reset_in_transaction(&mut self, reset: &Reset<'_>) -> Result<ResetDone, SinkError> {
