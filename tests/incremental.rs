@@ -180,3 +180,88 @@ async fn an_unknown_company_is_named_and_the_others_resolve() {
         .await;
     assert_eq!(asked, ["/api/v1/companies/NOPE"]);
 }
+
+/// The universe changes under a running warehouse: a company added is
+/// backfilled while the others ask only what is new; a company removed is
+/// asked nothing and keeps its rows; added back five weeks later, its gap
+/// is filled and its bars equal the service's.
+#[tokio::test]
+async fn a_company_added_removed_and_added_back_ends_equal_to_the_service() {
+    let mut h = Harness::new(PlanLimits::build(), &["MSFT"]).await;
+    let pipelines = h.only(&["companies", "prices", "dividends"]);
+    let sim = h.clock.as_sim().unwrap().clone();
+    let world = h.emulator.emulator.world().clone();
+    let aapl = world.resolve("AAPL").unwrap();
+    let truth = |h: &Harness| -> Vec<(String, f64, i64)> {
+        world
+            .daily_bars(&aapl, h.clock.now())
+            .into_iter()
+            .map(|(d, b)| (d.to_string(), b.c, b.v.unwrap()))
+            .collect()
+    };
+    let run = async |h: &Harness| {
+        let (report, result) = h.syncer.run_once(&pipelines).await;
+        result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
+        report.run_id
+    };
+    let aapl_requests = async |h: &Harness, run_id: &str| {
+        h.int(&format!(
+            "SELECT count(*) FROM _sync_requests WHERE run_id = '{run_id}' \
+             AND (contains(route, '{}') OR contains(route, 'AAPL'))",
+            aapl.cik
+        ))
+        .await
+    };
+    run(&h).await;
+
+    // Added: AAPL is backfilled whole, MSFT asks only its last month.
+    sim.advance(std::time::Duration::from_secs(24 * 3600));
+    h.restart(|c| c.universe.companies = vec!["MSFT".into(), "AAPL".into()])
+        .await;
+    let added = run(&h).await;
+    assert_eq!(stored_bars(&h, &aapl.cik).await, truth(&h), "AAPL backfilled");
+    let msft_prices = h
+        .strings(&format!(
+            "SELECT route FROM _sync_requests WHERE run_id = '{added}' AND route LIKE '%/prices%' \
+             AND NOT contains(route, '{}') AND NOT contains(route, 'AAPL')",
+            aapl.cik
+        ))
+        .await;
+    assert!(
+        !msft_prices.is_empty() && msft_prices.iter().all(|r| r.ends_with("range=1M")),
+        "MSFT asks only what is new: {msft_prices:?}"
+    );
+    let kept = h
+        .int(&format!(
+            "SELECT count(*) FROM prices_daily WHERE company_key = '{}'",
+            aapl.cik
+        ))
+        .await;
+
+    // Removed: nothing about AAPL is asked; its rows stay.
+    sim.advance(std::time::Duration::from_secs(24 * 3600));
+    h.restart(|c| c.universe.companies = vec!["MSFT".into()]).await;
+    let removed = run(&h).await;
+    assert_eq!(aapl_requests(&h, &removed).await, 0, "a removed company is not asked");
+    sim.advance(std::time::Duration::from_secs(35 * 24 * 3600));
+    let removed = run(&h).await;
+    assert_eq!(aapl_requests(&h, &removed).await, 0);
+    assert_eq!(
+        h.int(&format!(
+            "SELECT count(*) FROM prices_daily WHERE company_key = '{}'",
+            aapl.cik
+        ))
+        .await,
+        kept,
+        "a removed company's rows are kept"
+    );
+
+    // Added back: the five weeks it was away are filled.
+    h.restart(|c| c.universe.companies = vec!["MSFT".into(), "AAPL".into()])
+        .await;
+    run(&h).await;
+    let bars = stored_bars(&h, &aapl.cik).await;
+    assert!(bars.len() as i64 > kept, "the gap was filled");
+    assert_eq!(bars, truth(&h), "AAPL equals the service again");
+    h.assert_unique("prices_daily", "company_key, date").await;
+}
