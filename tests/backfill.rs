@@ -347,3 +347,49 @@ async fn a_first_sync_of_every_shipped_pipeline_leaves_the_news_backfill_complet
         .await;
     assert_eq!(back, 0, "the finished backfill asks for nothing older");
 }
+
+/// A company removed while its news tape's backfill is unfinished: the tape
+/// retires, so the pipeline's backfill is the configured companies' alone
+/// (complete once theirs are, keeping nothing due); added back, the tape goes
+/// on from where it stood.
+#[tokio::test]
+async fn a_company_removed_mid_backfill_retires_its_tape_and_added_back_goes_on() {
+    let mut h = Harness::new(PlanLimits::build(), &["MSFT", "AAPL"]).await;
+    let (report, result) = h.syncer.run_once(&h.only(&["companies"])).await;
+    result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
+    let msft = h.emulator.emulator.world().resolve("MSFT").unwrap().cik;
+    let mut tape = h.only(&["company_news"]);
+    tape[0].params.backfill_days = None;
+    h.syncer.client.limit_requests(3);
+    let _ = h.syncer.run_once(&tape).await;
+    let unfinished = backfills(&h, &tape).remove(0).expect("a backfill started");
+    assert!(!unfinished.complete, "{unfinished:?}");
+    let cursor_of = async |h: &Harness| -> serde_json::Value {
+        let sql = format!(
+            "SELECT cursor FROM _sync_checkpoints WHERE pipeline = 'company_news' AND \"partition\" = '{msft}'"
+        );
+        serde_json::from_str(&h.strings(&sql).await[0]).unwrap()
+    };
+    let stood = cursor_of(&h).await;
+    assert!(stood["complete"].is_null() && stood["before"].is_string(), "{stood}");
+
+    // MSFT removed: its tape retires where it stood; AAPL's backfill is all.
+    h.restart(|c| c.universe.companies = vec!["AAPL".into()]).await;
+    let (report, result) = h.syncer.run_once(&tape).await;
+    result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
+    let retired = cursor_of(&h).await;
+    assert_eq!(retired["retired"], true, "{retired}");
+    assert_eq!(retired["before"], stood["before"], "not read while retired");
+    let backfill = backfills(&h, &tape).remove(0).unwrap();
+    assert!(backfill.complete, "a retired tape keeps nothing due: {backfill:?}");
+
+    // Added back: read again from where it stood, to the start of its tape.
+    h.restart(|c| c.universe.companies = vec!["MSFT".into(), "AAPL".into()])
+        .await;
+    let (report, result) = h.syncer.run_once(&tape).await;
+    result.unwrap_or_else(|e| panic!("{e}: {report:?}"));
+    let back = cursor_of(&h).await;
+    assert!(back["retired"].is_null(), "{back}");
+    assert_eq!(back["complete"], true, "{back}");
+    assert!(backfills(&h, &tape).remove(0).unwrap().complete);
+}

@@ -15,7 +15,7 @@ use futures::StreamExt;
 use super::commit::send_packed;
 use super::packed::{Mapping, PackedPage};
 use super::{FetchedTx, Member, Progress, Shortfall, SyncError, Syncer, goes_on, unless_cancelled, upstream_error};
-use crate::bookkeeping::TapeCursor;
+use crate::bookkeeping::{NOT_SERVED, NOT_SERVED_404, TapeCursor};
 use crate::feeds::{Tape as Feed, TapeHead};
 use crate::pipeline::Pipeline;
 use crate::records::{Rows, SeenKeys};
@@ -208,8 +208,15 @@ impl Syncer {
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
         let checkpoints = self.checkpoints_of(pipeline).await?;
-        self.retire_unconfigured_searches(pipeline, &checkpoints, run_id, progress)
-            .await?;
+        let searches = &self.config.news.searches;
+        self.retire_tapes(
+            pipeline,
+            &checkpoints,
+            |p| searches.iter().any(|s| s == p),
+            run_id,
+            progress,
+        )
+        .await?;
         let tapes = self
             .config
             .news
@@ -229,19 +236,28 @@ impl Syncer {
         self.run_tapes(pipeline, tapes, &checkpoints, run_id, progress).await
     }
 
-    /// Marks the tape of each search no longer configured as retired, once:
-    /// its hits stay, and its unfinished backfill no longer keeps the
-    /// pipeline due or counts in its status.
-    async fn retire_unconfigured_searches(
+    /// Marks each tape not `configured` (a search no longer saved, a company
+    /// no longer in the universe) as retired, once: its rows stay, and its
+    /// unfinished backfill no longer keeps the pipeline due or counts in its
+    /// status. Read again, it goes on from where it stood. Checkpoints that
+    /// are not tapes (a refusal remembered) are left alone.
+    pub(super) async fn retire_tapes(
         &self,
         pipeline: &Pipeline,
         checkpoints: &HashMap<String, StoredCheckpoint>,
+        configured: impl Fn(&str) -> bool,
         run_id: &str,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
         for (partition, stored) in checkpoints {
-            let mut cursor = TapeCursor::read(Some(stored), partition);
-            if cursor.retired || self.config.news.searches.contains(partition) {
+            if partition.starts_with(NOT_SERVED) || partition.starts_with(NOT_SERVED_404) || configured(partition) {
+                continue;
+            }
+            let Ok(mut cursor) = serde_json::from_str::<TapeCursor>(&stored.cursor) else {
+                continue;
+            };
+            let is_tape = cursor.after.is_some() || cursor.before.is_some() || cursor.changed_since.is_some();
+            if cursor.retired || !is_tape {
                 continue;
             }
             cursor.retired = true;

@@ -520,6 +520,12 @@ impl Syncer {
             tracing::info!(message = "The route refused this company within a day; not asked again yet.", pipeline = %pipeline.name, company = %r.company, status = r.said.status);
         }
         progress.not_served_resting = resting;
+        if matches!(pipeline.feed.fetch, Fetch::CompanyCursor(_)) {
+            // Against the whole universe: a resting company keeps its tape.
+            let keys: std::collections::HashSet<&str> = universe.iter().flatten().map(|m| m.key.as_str()).collect();
+            self.retire_tapes(pipeline, &checkpoints, |p| keys.contains(p), run_id, progress)
+                .await?;
+        }
         let members = planner::stalest_first(members, |m| checkpoints.get(&m.key).map(|c| c.updated_at));
         let result = self
             .run_member_engine(pipeline, run_id, members, checkpoints, progress)
