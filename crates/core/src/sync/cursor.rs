@@ -184,6 +184,7 @@ impl Syncer {
         feed: &Feed,
         run_id: &str,
         members: Vec<Member>,
+        checkpoints: &HashMap<String, StoredCheckpoint>,
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
         let filters = (feed.filters)(&self.config);
@@ -194,8 +195,7 @@ impl Syncer {
                 Tape::new(pipeline, feed, route, filters.clone(), Owner::Company(m.key))
             })
             .collect();
-        let checkpoints = self.checkpoints_of(pipeline).await?;
-        self.run_tapes(pipeline, tapes, &checkpoints, run_id, progress).await
+        self.run_tapes(pipeline, tapes, checkpoints, run_id, progress).await
     }
 
     /// Each saved search's tape ([`Syncer::run_tapes`]): the filters with
@@ -256,8 +256,7 @@ impl Syncer {
             let Ok(mut cursor) = serde_json::from_str::<TapeCursor>(&stored.cursor) else {
                 continue;
             };
-            let is_tape = cursor.after.is_some() || cursor.before.is_some() || cursor.changed_since.is_some();
-            if cursor.retired || !is_tape {
+            if cursor.retired {
                 continue;
             }
             cursor.retired = true;

@@ -549,7 +549,11 @@ impl Syncer {
         progress: &mut Progress,
     ) -> Result<(), SyncError> {
         match &pipeline.feed.fetch {
-            Fetch::CompanyCursor(tape) => self.run_company_tapes(pipeline, tape, run_id, members, progress).await,
+            // `checkpoints` as read before any retiring: the members' own are current.
+            Fetch::CompanyCursor(tape) => {
+                self.run_company_tapes(pipeline, tape, run_id, members, &checkpoints, progress)
+                    .await
+            }
             Fetch::CompanyIndex(index) => self.run_company_index(pipeline, index, run_id, members, progress).await,
             Fetch::ParentTexts(texts) => self.run_parent_texts(pipeline, texts, run_id, members, progress).await,
             Fetch::DocumentsAndSections(parts) => {
